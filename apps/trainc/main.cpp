@@ -1,0 +1,106 @@
+// trainc: train a model from a YAML run config.
+//
+//   trainc [--config run.yaml] [--print-config] [--<any-config-key> VALUE ...]
+//
+// Every config key is a flag (dash or underscore spelling; model/data keys as --model.n-layer).
+// Errors in the config or the flags exit with code 2 and one line on stderr.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <map>
+
+#include "trainc/common/error.h"
+#include "trainc/config/emit.h"
+#include "trainc/config/fields.h"
+#include "trainc/config/resolve.h"
+#include "trainc/train/run.h"
+
+namespace {
+
+// "--learning_rate=1" -> "--learning-rate=1": both spellings reach the same dash-case option.
+std::vector<std::string> normalized_arguments(int argc, char** argv) {
+  std::vector<std::string> arguments;
+  for (int i = argc - 1; i >= 1; --i) {  // CLI11 takes its arguments in reverse order
+    std::string argument = argv[i];
+    if (argument.rfind("--", 0) == 0) {
+      const std::size_t name_end = std::min(argument.find('='), argument.size());
+      std::replace(argument.begin(), argument.begin() + static_cast<std::ptrdiff_t>(name_end), '_', '-');
+    }
+    arguments.push_back(argument);
+  }
+  return arguments;
+}
+
+std::string default_text(const trainc::FieldInfo& field) {
+  YAML::Emitter out;
+  out << YAML::Flow << field.default_value;
+  return out.c_str();
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"trainc: train a model from a YAML run config (keys follow Hugging Face's TrainingArguments)",
+               "trainc"};
+  app.get_formatter()->column_width(52);
+  std::string config_path;
+  bool print_config = false;
+  app.add_option("--config", config_path, "YAML run config; without it, the built-in quickstart config");
+  app.add_flag("--print-config", print_config, "Print the fully resolved config as YAML and exit");
+
+  std::map<const trainc::FieldInfo*, CLI::Option*> field_options;
+  for (const trainc::FieldInfo& field : trainc::config_fields()) {
+    std::string description = field.help;
+    if (!field.choices.empty()) description += " {" + trainc::join(field.choices, ", ") + "}";
+    if (!field.applies_to.empty()) description += " (" + trainc::join(field.applies_to, ", ") + ")";
+    CLI::Option* option = app.add_option(field.flag(), description);
+    option->type_name(field.type_name)->default_str(default_text(field));
+    option->group(field.section.empty() ? "TrainingArguments" : field.section + " section");
+    option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    if (field.is_bool) option->expected(0, 1);
+    field_options[&field] = option;
+  }
+  app.allow_extras();
+
+  try {
+    app.parse(normalized_arguments(argc, argv));
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::ParseError& error) {
+    throw trainc::UserError(error.what());
+  }
+
+  std::vector<trainc::CommandLineOverride> overrides;
+  for (const std::string& extra : app.remaining()) {
+    const std::string flag = extra.substr(0, extra.find('='));
+    if (flag.rfind("--", 0) != 0) throw trainc::UserError("unexpected argument '" + extra + "' (trainc --help lists the flags)");
+    overrides.push_back({flag, std::nullopt});  // unknown: apply_override reports it with a suggestion
+  }
+  for (const auto& [field, option] : field_options) {
+    if (option->count() == 0) continue;
+    const auto& results = option->results();
+    overrides.push_back({field->flag(), results.empty() || results.back().empty() ? std::nullopt
+                                                                                   : std::optional<std::string>(results.back())});
+  }
+
+  std::vector<std::string> warnings;
+  const trainc::RunConfig config = trainc::build_run_config(
+      config_path.empty() ? std::nullopt : std::optional<std::string>(config_path), overrides, &warnings);
+  if (print_config) {
+    std::cout << trainc::to_yaml_text(config);
+    return trainc::kExitOk;
+  }
+  return trainc::run_training(config, config_path.empty() ? trainc::kBuiltinConfigName : config_path, warnings);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const trainc::UserError& error) {
+    std::cerr << "trainc: error: " << error.what() << "\n";
+    return error.exit_code();
+  } catch (const std::exception& error) {
+    std::cerr << "trainc: error: " << error.what() << "\n";
+    return trainc::kExitFailure;
+  }
+}

@@ -1,0 +1,88 @@
+// defines: AutocastScope, cpu_rng_state, set_cpu_rng_state, attention, kTorchVersionText
+//
+// The one place where LibTorch versions differ: Debian's LibTorch 1.13 (CPU machines, CI) and the
+// PyTorch 2.x wheel's LibTorch (GPU machines). Everything else in trainc is version-agnostic.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+#include <string>
+
+namespace trainc {
+
+inline const std::string kTorchVersionText = TORCH_VERSION;
+
+#define TRAINC_TORCH_2 (TORCH_VERSION_MAJOR >= 2)
+
+// Mixed-precision autocast for the forward pass, restored on scope exit.
+class AutocastScope {
+ public:
+  AutocastScope(c10::DeviceType device, bool enabled, at::ScalarType dtype) : device_(device), enabled_(enabled) {
+    if (!enabled_) return;
+#if TRAINC_TORCH_2
+    previous_enabled_ = at::autocast::is_autocast_enabled(device_);
+    previous_dtype_ = at::autocast::get_autocast_dtype(device_);
+    at::autocast::set_autocast_enabled(device_, true);
+    at::autocast::set_autocast_dtype(device_, dtype);
+#else
+    if (device_ == c10::DeviceType::CUDA) {
+      previous_enabled_ = at::autocast::is_enabled();
+      previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
+      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_gpu_dtype(dtype);
+    } else {
+      previous_enabled_ = at::autocast::is_cpu_enabled();
+      previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(dtype);
+    }
+#endif
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!enabled_) return;
+    // Leaving the outermost scope drops the cast-weight cache, as torch.autocast does.
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if TRAINC_TORCH_2
+    at::autocast::set_autocast_enabled(device_, previous_enabled_);
+    at::autocast::set_autocast_dtype(device_, previous_dtype_);
+#else
+    if (device_ == c10::DeviceType::CUDA) {
+      at::autocast::set_enabled(previous_enabled_);
+      at::autocast::set_autocast_gpu_dtype(previous_dtype_);
+    } else {
+      at::autocast::set_cpu_enabled(previous_enabled_);
+      at::autocast::set_autocast_cpu_dtype(previous_dtype_);
+    }
+#endif
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  bool enabled_;
+  bool previous_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kFloat;
+};
+
+// Causal self-attention over [batch, heads, time, head_dim]. LibTorch 2.x picks a fused kernel
+// (flash, memory-efficient, cuDNN); 1.13 has none, so it runs the textbook formula.
+inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,
+                                   bool training) {
+#if TRAINC_TORCH_2
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, training ? dropout_p : 0.0, /*is_causal=*/true);
+#else
+  const int64_t time = q.size(-2);
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  const at::Tensor mask = at::ones({time, time}, q.options().dtype(at::kBool)).triu(1);
+  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  at::Tensor weights = at::softmax(scores, -1);
+  if (training && dropout_p > 0) weights = at::dropout(weights, dropout_p, true);
+  return at::matmul(weights, v);
+#endif
+}
+
+}  // namespace trainc

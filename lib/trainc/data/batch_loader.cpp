@@ -1,0 +1,83 @@
+#include "trainc/data/batch_loader.h"
+
+#include <torch/torch.h>
+
+namespace trainc {
+
+int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last) {
+  return drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size;
+}
+
+BatchLoader::BatchLoader(const Dataset& dataset, std::vector<int64_t> order, int64_t batch_size, bool drop_last,
+                         int64_t first_batch, int64_t num_workers, torch::Device device)
+    : dataset_(dataset),
+      order_(std::move(order)),
+      batch_size_(batch_size),
+      num_batches_(batch_count(static_cast<int64_t>(order_.size()), batch_size, drop_last)),
+      next_(first_batch),
+      num_workers_(num_workers),
+      device_(device) {
+  for (int64_t worker = 0; worker < num_workers_; ++worker) workers_.emplace_back([this, worker] { work(worker); });
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+Batch BatchLoader::assemble(int64_t index) const {
+  const auto begin = order_.begin() + index * batch_size_;
+  const auto end = order_.begin() + std::min<int64_t>((index + 1) * batch_size_, static_cast<int64_t>(order_.size()));
+  Batch batch = dataset_.get(std::vector<int64_t>(begin, end));
+  if (device_.is_cuda()) batch = {batch.inputs.pin_memory(), batch.targets.pin_memory()};
+  return batch;
+}
+
+void BatchLoader::work(int64_t worker) {
+  // Worker w builds batches first + w, first + w + N, ... staying at most 2 batches per worker ahead.
+  for (int64_t index = next_ + worker; index < num_batches_; index += num_workers_) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || index - next_ < 2 * num_workers_; });
+      if (stopping_) return;
+    }
+    try {
+      Batch batch = assemble(index);
+      std::lock_guard<std::mutex> lock(mutex_);
+      ready_.emplace(index, std::move(batch));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failure_ = std::current_exception();
+    }
+    changed_.notify_all();
+  }
+}
+
+std::optional<Batch> BatchLoader::next() {
+  if (next_ >= num_batches_) return std::nullopt;
+  Batch batch;
+  if (workers_.empty()) {
+    batch = assemble(next_);
+  } else {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return failure_ || ready_.count(next_); });
+    if (failure_) std::rethrow_exception(failure_);
+    batch = std::move(ready_.at(next_));
+    ready_.erase(next_);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++next_;
+  }
+  changed_.notify_all();
+  if (device_.is_cuda()) {
+    batch = {batch.inputs.to(device_, /*non_blocking=*/true), batch.targets.to(device_, /*non_blocking=*/true)};
+  }
+  return batch;
+}
+
+}  // namespace trainc

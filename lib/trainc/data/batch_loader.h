@@ -1,0 +1,53 @@
+// defines: BatchLoader, batch_count
+//
+// Cuts one epoch's sample order into batches and hands them out in order. With num_workers > 0,
+// worker threads assemble batches ahead of the training thread (at most 2 per worker ahead);
+// batch i is always the same samples, whoever builds it, so prefetching never changes a run.
+// On CUDA, batches are pinned in the workers and copied to the GPU asynchronously.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "trainc/data/dataset.h"
+
+namespace trainc {
+
+int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last);
+
+class BatchLoader {
+ public:
+  BatchLoader(const Dataset& dataset, std::vector<int64_t> order, int64_t batch_size, bool drop_last,
+              int64_t first_batch, int64_t num_workers, torch::Device device);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  std::optional<Batch> next();  // none after the last batch
+
+ private:
+  Batch assemble(int64_t index) const;
+  void work(int64_t worker);
+
+  const Dataset& dataset_;
+  std::vector<int64_t> order_;
+  int64_t batch_size_;
+  int64_t num_batches_;
+  int64_t next_;
+  int64_t num_workers_;
+  torch::Device device_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int64_t, Batch> ready_;
+  std::exception_ptr failure_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace trainc

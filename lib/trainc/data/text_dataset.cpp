@@ -1,0 +1,49 @@
+// text: any UTF-8 (or other) text file, tokenized byte by byte: token = byte value, vocabulary 256.
+#include <torch/torch.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "trainc/common/error.h"
+#include "trainc/data/dataset.h"
+
+namespace trainc {
+namespace {
+
+torch::Tensor read_bytes_as_tokens(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw UserError(path + ": cannot open the text file (does it exist?)");
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  torch::Tensor tokens = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(tokens.data_ptr(), bytes.data(), bytes.size());
+  return tokens.to(torch::kLong);
+}
+
+}  // namespace
+
+DataSplits load_text_data(const DataConfig& data, const ModelConfig& model, int64_t block_size) {
+  if (model.vocab_size < 256) {
+    throw UserError("model.vocab_size: got " + std::to_string(model.vocab_size) +
+                    ", expected at least 256 for data.kind text (one token per byte)");
+  }
+  DataSplits splits;
+  splits.language_model = true;
+  splits.sample_shape = {block_size};
+  const torch::Tensor tokens = read_bytes_as_tokens(*data.train_path);
+  if (data.eval_path) {
+    const torch::Tensor eval_tokens = read_bytes_as_tokens(*data.eval_path);
+    for (const auto& [path, stream] : {std::pair{*data.train_path, tokens}, std::pair{*data.eval_path, eval_tokens}}) {
+      if (stream.size(0) <= block_size) {
+        throw UserError(path + ": " + std::to_string(stream.size(0)) + " bytes, fewer than data.block_size + 1");
+      }
+    }
+    splits.train = std::make_unique<TokenWindowDataset>(tokens, block_size);
+    splits.eval = std::make_unique<TokenWindowDataset>(eval_tokens, block_size);
+  } else {
+    split_token_tail(splits, tokens, block_size, data.validation_split, *data.train_path);
+  }
+  splits.description = "text " + *data.train_path + " (" + std::to_string(tokens.size(0)) + " bytes)";
+  return splits;
+}
+
+}  // namespace trainc

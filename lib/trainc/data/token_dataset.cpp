@@ -1,0 +1,86 @@
+// tokens: uint16 token files. Two layouts, told apart by the first int32:
+//  - llm.c's .bin: a header of 256 int32 (magic 20240520, version 1, token count), then the tokens;
+//  - nanoGPT's prepare scripts: the raw uint16 array, nothing else.
+#include <torch/torch.h>
+
+#include <array>
+#include <fstream>
+
+#include "trainc/common/error.h"
+#include "trainc/data/dataset.h"
+
+namespace trainc {
+namespace {
+
+constexpr int32_t kLlmcMagic = 20240520;
+constexpr int32_t kLlmcVersion = 1;
+constexpr std::size_t kLlmcHeaderInts = 256;
+
+torch::Tensor read_token_file(const std::string& path, int64_t vocab_size) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file) throw UserError(path + ": cannot open the token file (does it exist?)");
+  const auto file_size = static_cast<std::size_t>(file.tellg());
+  file.seekg(0);
+  std::size_t offset = 0;
+  std::size_t count = file_size / 2;
+  std::array<int32_t, kLlmcHeaderInts> header{};
+  if (file_size >= sizeof(header)) {
+    file.read(reinterpret_cast<char*>(header.data()), sizeof(header));
+    if (header[0] == kLlmcMagic) {
+      if (header[1] != kLlmcVersion) {
+        throw UserError(path + ": llm.c token file version " + std::to_string(header[1]) + ", expected " +
+                        std::to_string(kLlmcVersion) + " (uint16 tokens)");
+      }
+      offset = sizeof(header);
+      count = static_cast<std::size_t>(header[2]);
+      if (header[2] < 0 || file_size != offset + 2 * count) {
+        throw UserError(path + ": truncated: the llm.c header announces " + std::to_string(header[2]) + " tokens (" +
+                        std::to_string(offset + 2 * count) + " bytes), the file has " + std::to_string(file_size) + " bytes");
+      }
+    }
+  }
+  if (offset == 0 && file_size % 2 != 0) {
+    throw UserError(path + ": " + std::to_string(file_size) +
+                    " bytes is not a whole number of uint16 tokens (truncated, or not a token file)");
+  }
+  torch::Tensor tokens = torch::empty({static_cast<int64_t>(count)}, torch::kInt16);
+  file.seekg(static_cast<std::streamoff>(offset));
+  file.read(reinterpret_cast<char*>(tokens.data_ptr()), static_cast<std::streamsize>(2 * count));
+  if (static_cast<std::size_t>(file.gcount()) != 2 * count) throw UserError(path + ": read failed after " + std::to_string(file.gcount()) + " bytes");
+  tokens = tokens.to(torch::kInt32).bitwise_and(0xFFFF).to(torch::kLong);  // uint16 stored in int16
+  if (count > 0) {
+    const int64_t largest = tokens.max().item<int64_t>();
+    if (largest >= vocab_size) {
+      throw UserError(path + ": token " + std::to_string(largest) + " at position " +
+                      std::to_string(tokens.argmax().item<int64_t>()) + " is not below model.vocab_size (" +
+                      std::to_string(vocab_size) + ")");
+    }
+  }
+  return tokens;
+}
+
+}  // namespace
+
+DataSplits load_token_data(const DataConfig& data, const ModelConfig& model, int64_t block_size) {
+  DataSplits splits;
+  splits.language_model = true;
+  splits.sample_shape = {block_size};
+  const torch::Tensor tokens = read_token_file(*data.train_path, model.vocab_size);
+  if (data.eval_path) {
+    if (tokens.size(0) <= block_size) {
+      throw UserError(*data.train_path + ": " + std::to_string(tokens.size(0)) + " tokens, fewer than data.block_size + 1");
+    }
+    const torch::Tensor eval_tokens = read_token_file(*data.eval_path, model.vocab_size);
+    if (eval_tokens.size(0) <= block_size) {
+      throw UserError(*data.eval_path + ": " + std::to_string(eval_tokens.size(0)) + " tokens, fewer than data.block_size + 1");
+    }
+    splits.train = std::make_unique<TokenWindowDataset>(tokens, block_size);
+    splits.eval = std::make_unique<TokenWindowDataset>(eval_tokens, block_size);
+  } else {
+    split_token_tail(splits, tokens, block_size, data.validation_split, *data.train_path);
+  }
+  splits.description = "tokens " + *data.train_path + " (" + std::to_string(tokens.size(0)) + " tokens)";
+  return splits;
+}
+
+}  // namespace trainc

@@ -1,0 +1,69 @@
+// defines: Model, NamedTensor, ModelInputs, make_model
+//
+// A trainable model: logits = forward(inputs). Zoo models are torch::nn modules; a TorchScript
+// file from Python is a model too. The trainer sees only this interface: parameters and buffers
+// by stable names (checkpoints are keyed by them), train/eval mode, and the device.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainc/config/training_arguments.h"
+
+namespace trainc {
+
+using NamedTensor = std::pair<std::string, torch::Tensor>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // Classifiers: inputs [batch, ...] -> logits [batch, classes].
+  // Language models: tokens [batch, time] (int64) -> logits [batch, time, vocab].
+  virtual torch::Tensor forward(const torch::Tensor& inputs) = 0;
+  virtual std::vector<NamedTensor> named_parameters() = 0;
+  virtual std::vector<NamedTensor> named_buffers() = 0;
+  virtual void set_training(bool training) = 0;
+  virtual void to(torch::Device device) = 0;
+  virtual std::string describe() const = 0;  // one line for the run header
+
+  int64_t parameter_count();
+};
+
+// What the data tells the model factory.
+struct ModelInputs {
+  bool language_model = false;
+  std::vector<int64_t> sample_shape;  // one input sample, e.g. {1, 28, 28} or {784}
+};
+
+// Builds the model named by config.name, initialized from the current torch seed. Throws
+// UserError when the model and the data do not fit together (naming both keys).
+std::unique_ptr<Model> make_model(const ModelConfig& config, const ModelInputs& inputs, bool gradient_checkpointing);
+
+// Adapts a torch::nn module (the zoo models) to Model.
+template <typename ModuleHolder>
+class ModuleModel : public Model {
+ public:
+  ModuleModel(ModuleHolder module, std::string description)
+      : module_(std::move(module)), description_(std::move(description)) {}
+  torch::Tensor forward(const torch::Tensor& inputs) override { return module_->forward(inputs); }
+  std::vector<NamedTensor> named_parameters() override { return to_vector(module_->named_parameters()); }
+  std::vector<NamedTensor> named_buffers() override { return to_vector(module_->named_buffers()); }
+  void set_training(bool training) override { module_->train(training); }
+  void to(torch::Device device) override { module_->to(device); }
+  std::string describe() const override { return description_; }
+
+ private:
+  static std::vector<NamedTensor> to_vector(const torch::OrderedDict<std::string, torch::Tensor>& dict) {
+    std::vector<NamedTensor> items;
+    for (const auto& item : dict) items.emplace_back(item.key(), item.value());
+    return items;
+  }
+  ModuleHolder module_;
+  std::string description_;
+};
+
+}  // namespace trainc

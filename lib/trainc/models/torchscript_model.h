@@ -1,0 +1,30 @@
+// defines: TorchScriptModel — a module scripted or traced in Python, saved with torch.jit.save.
+//
+// Its forward must take one tensor and return logits:
+//   classification:  forward(x: Tensor[batch, ...features]) -> Tensor[batch, num_classes]
+//   language model:  forward(tokens: LongTensor[batch, time]) -> Tensor[batch, time, vocab]
+// Its parameters are trained and checkpointed like a zoo model's, under their TorchScript names.
+#pragma once
+
+#include <torch/script.h>
+
+#include "trainc/models/model.h"
+
+namespace trainc {
+
+class TorchScriptModel : public Model {
+ public:
+  explicit TorchScriptModel(const std::string& path);  // UserError if the file cannot be loaded
+  torch::Tensor forward(const torch::Tensor& inputs) override;
+  std::vector<NamedTensor> named_parameters() override;
+  std::vector<NamedTensor> named_buffers() override;
+  void set_training(bool training) override { module_.train(training); }
+  void to(torch::Device device) override { module_.to(device); }
+  std::string describe() const override { return "torchscript " + path_; }
+
+ private:
+  std::string path_;
+  torch::jit::Module module_;
+};
+
+}  // namespace trainc

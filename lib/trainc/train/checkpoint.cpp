@@ -1,0 +1,216 @@
+#include "trainc/train/checkpoint.h"
+
+#include <ATen/Context.h>
+#include <fcntl.h>
+#include <torch/cuda.h>
+#include <torch/serialize.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "trainc/common/error.h"
+#include "trainc/compat/torch_compat.h"
+
+namespace trainc {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char kInfoFile[] = "trainc_checkpoint.json";
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+void sync_path(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  if (!file.flush()) throw UserError(path.string() + ": cannot write (disk full or no permission?)", kExitFailure);
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream file(path);
+  if (!file) throw UserError(path.string() + ": missing; not a complete trainc checkpoint");
+  try {
+    return nlohmann::json::parse(file);
+  } catch (const nlohmann::json::exception& error) {
+    throw UserError(path.string() + ": not valid JSON (truncated?): " + error.what());
+  }
+}
+
+void load_archive(torch::serialize::InputArchive& archive, const fs::path& path) {
+  if (!fs::exists(path)) throw UserError(path.string() + ": missing; not a complete trainc checkpoint");
+  try {
+    archive.load_from(path.string());
+  } catch (const c10::Error& error) {
+    throw UserError(path.string() + ": cannot read (truncated or not written by trainc): " +
+                    first_line(error.what_without_backtrace()));
+  }
+}
+
+void check_format(const fs::path& dir) {
+  const nlohmann::json info = read_json(dir / kInfoFile);
+  if (info.value("format", "") != kCheckpointFormatName) {
+    throw UserError((dir / kInfoFile).string() + ": not a trainc checkpoint (format \"" + info.value("format", "") + "\")");
+  }
+  const int version = info.value("format_version", 0);
+  if (version != kCheckpointFormatVersion) {
+    throw UserError((dir / kInfoFile).string() + ": checkpoint format version " + std::to_string(version) +
+                    ", this trainc reads version " + std::to_string(kCheckpointFormatVersion));
+  }
+}
+
+std::vector<c10::Device> generator_devices() {
+  std::vector<c10::Device> devices = {c10::Device(c10::kCPU)};
+  for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
+    devices.emplace_back(c10::kCUDA, static_cast<c10::DeviceIndex>(i));
+  }
+  return devices;
+}
+
+}  // namespace
+
+int64_t checkpoint_step(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  const std::string prefix = "checkpoint-";
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) return -1;
+  const std::string digits = name.substr(prefix.size());
+  if (!std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoll(digits);
+}
+
+std::string save_checkpoint(const std::string& output_dir, Model& model, torch::optim::Optimizer* optimizer,
+                            const TrainerState& state, const std::string& config_yaml) {
+  const fs::path final_dir = fs::path(output_dir) / ("checkpoint-" + std::to_string(state.global_step));
+  const fs::path temp_dir = fs::path(output_dir) / (".tmp-checkpoint-" + std::to_string(state.global_step) + "-" +
+                                                   std::to_string(::getpid()));
+  fs::remove_all(temp_dir);
+  fs::create_directories(temp_dir);
+
+  torch::serialize::OutputArchive weights;
+  for (const auto& [name, tensor] : model.named_parameters()) weights.write(name, tensor.detach().cpu());
+  for (const auto& [name, tensor] : model.named_buffers()) weights.write(name, tensor.cpu(), /*is_buffer=*/true);
+  weights.save_to((temp_dir / "model.pt").string());
+  if (optimizer != nullptr) {
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer->save(optimizer_archive);
+    optimizer_archive.save_to((temp_dir / "optimizer.pt").string());
+  }
+  torch::serialize::OutputArchive rng;
+  for (const c10::Device& device : generator_devices()) {
+    rng.write(device.str(), at::globalContext().defaultGenerator(device).get_state());
+  }
+  rng.save_to((temp_dir / "rng_state.pt").string());
+  write_text(temp_dir / "trainer_state.json", state.to_json().dump(2) + "\n");
+  write_text(temp_dir / "run_config.yaml", config_yaml);
+  const nlohmann::json info = {{"format", kCheckpointFormatName},
+                               {"format_version", kCheckpointFormatVersion},
+                               {"trainc_version", TRAINC_VERSION},
+                               {"torch_version", kTorchVersionText},
+                               {"save_only_model", optimizer == nullptr}};
+  write_text(temp_dir / kInfoFile, info.dump(2) + "\n");  // written last: its presence marks a complete checkpoint
+  for (const auto& entry : fs::directory_iterator(temp_dir)) sync_path(entry.path());
+  sync_path(temp_dir);
+
+  if (fs::exists(final_dir)) {  // the same step saved again (a resumed run): swap, then drop the old one
+    const fs::path old_dir = final_dir.string() + ".old-" + std::to_string(::getpid());
+    fs::rename(final_dir, old_dir);
+    fs::rename(temp_dir, final_dir);
+    fs::remove_all(old_dir);
+  } else {
+    fs::rename(temp_dir, final_dir);
+  }
+  sync_path(output_dir);
+  return final_dir.string();
+}
+
+void load_model_weights(const std::string& checkpoint_dir, Model& model) {
+  const fs::path dir(checkpoint_dir);
+  check_format(dir);
+  const fs::path path = dir / "model.pt";
+  torch::serialize::InputArchive archive;
+  load_archive(archive, path);
+  torch::NoGradGuard no_grad;
+  auto restore = [&](const std::vector<NamedTensor>& tensors, bool is_buffer) {
+    for (const auto& [name, target] : tensors) {
+      torch::Tensor stored;
+      if (!archive.try_read(name, stored, is_buffer)) {
+        throw UserError(path.string() + ": no tensor '" + name + "' (the checkpoint is for a different model?)");
+      }
+      if (stored.sizes() != target.sizes()) {
+        throw UserError(path.string() + ": tensor '" + name + "' has shape " + c10::str(stored.sizes()) +
+                        ", the model expects " + c10::str(target.sizes()));
+      }
+      const_cast<torch::Tensor&>(target).copy_(stored);
+    }
+  };
+  restore(model.named_parameters(), false);
+  restore(model.named_buffers(), true);
+}
+
+TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer) {
+  const fs::path dir(checkpoint_dir);
+  check_format(dir);
+  if (read_json(dir / kInfoFile).value("save_only_model", false)) {
+    throw UserError(checkpoint_dir + ": saved with save_only_model (weights only); it cannot be resumed from");
+  }
+  torch::serialize::InputArchive optimizer_archive;
+  load_archive(optimizer_archive, dir / "optimizer.pt");
+  try {
+    optimizer.load(optimizer_archive);
+  } catch (const c10::Error& error) {
+    throw UserError((dir / "optimizer.pt").string() + ": does not fit this model's optimizer: " +
+                    first_line(error.what_without_backtrace()));
+  }
+  torch::serialize::InputArchive rng;
+  load_archive(rng, dir / "rng_state.pt");
+  for (const c10::Device& device : generator_devices()) {
+    torch::Tensor state;
+    if (!rng.try_read(device.str(), state)) continue;
+    at::Generator generator = at::globalContext().defaultGenerator(device);  // a handle to the shared generator
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state);
+  }
+  return TrainerState::from_json(read_json(dir / "trainer_state.json"), (dir / "trainer_state.json").string());
+}
+
+std::optional<std::string> newest_checkpoint(const std::string& output_dir) {
+  std::optional<std::string> newest;
+  int64_t newest_step = -1;
+  if (!fs::is_directory(output_dir)) return newest;
+  for (const auto& entry : fs::directory_iterator(output_dir)) {
+    const int64_t step = checkpoint_step(entry.path().string());
+    if (step > newest_step && fs::exists(entry.path() / kInfoFile)) {
+      newest_step = step;
+      newest = entry.path().string();
+    }
+  }
+  return newest;
+}
+
+void rotate_checkpoints(const std::string& output_dir, int64_t limit, const std::optional<std::string>& best_checkpoint) {
+  std::vector<std::pair<int64_t, fs::path>> checkpoints;
+  for (const auto& entry : fs::directory_iterator(output_dir)) {
+    const int64_t step = checkpoint_step(entry.path().string());
+    if (step >= 0) checkpoints.emplace_back(step, entry.path());
+  }
+  std::sort(checkpoints.begin(), checkpoints.end());
+  auto is_best = [&](const fs::path& path) {
+    return best_checkpoint && fs::weakly_canonical(path) == fs::weakly_canonical(*best_checkpoint);
+  };
+  auto remaining = static_cast<int64_t>(checkpoints.size());
+  for (std::size_t i = 0; i + 1 < checkpoints.size() && remaining > limit; ++i) {
+    if (is_best(checkpoints[i].second)) continue;
+    fs::remove_all(checkpoints[i].second);
+    --remaining;
+  }
+}
+
+}  // namespace trainc

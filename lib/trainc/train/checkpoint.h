@@ -1,0 +1,44 @@
+// defines: save_checkpoint, load_model_weights, load_training_state, newest_checkpoint,
+//          rotate_checkpoints, checkpoint_step
+//
+// output_dir/checkpoint-<step>/ holds:
+//   trainc_checkpoint.json  format name and version, trainc and LibTorch versions
+//   model.pt                parameters and buffers by name
+//   optimizer.pt            optimizer state (absent with save_only_model)
+//   rng_state.pt            LibTorch generator states (CPU, and each GPU)
+//   trainer_state.json      Hugging Face's trainer state: global_step, epoch, log_history, best_*
+//   run_config.yaml         the resolved config of the run
+// A checkpoint is written into a temporary directory and renamed into place, so a crash or a
+// kill during a save leaves the previous checkpoints intact and never a half-written one.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <optional>
+#include <string>
+
+#include "trainc/models/model.h"
+#include "trainc/train/trainer_state.h"
+
+namespace trainc {
+
+// Returns the checkpoint directory. `optimizer` may be null (save_only_model).
+std::string save_checkpoint(const std::string& output_dir, Model& model, torch::optim::Optimizer* optimizer,
+                            const TrainerState& state, const std::string& config_yaml);
+
+// UserError naming the file and tensor when the checkpoint does not fit the model.
+void load_model_weights(const std::string& checkpoint_dir, Model& model);
+
+// Optimizer state, RNG states and trainer state, for an exact resume.
+TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer);
+
+// The checkpoint-<N> directory with the largest N that is complete, if any.
+std::optional<std::string> newest_checkpoint(const std::string& output_dir);
+
+// Deletes the oldest checkpoints beyond `limit`, never the best one nor the newest.
+void rotate_checkpoints(const std::string& output_dir, int64_t limit, const std::optional<std::string>& best_checkpoint);
+
+// N for ".../checkpoint-N", or -1.
+int64_t checkpoint_step(const std::string& path);
+
+}  // namespace trainc

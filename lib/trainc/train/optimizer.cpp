@@ -1,0 +1,39 @@
+#include "trainc/train/optimizer.h"
+
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+namespace trainc {
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments& args, Model& model) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& [name, parameter] : model.named_parameters()) {
+    if (!parameter.requires_grad()) continue;
+    (parameter.dim() >= 2 ? decay : no_decay).push_back(parameter);
+  }
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  if (args.optim == "sgd") {
+    auto options = [&](double weight_decay) {
+      return std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(args.learning_rate).weight_decay(weight_decay));
+    };
+    if (!decay.empty()) groups.emplace_back(decay, options(args.weight_decay));
+    if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
+    return std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(args.learning_rate));
+  }
+  // adamw_torch and adamw_torch_fused: LibTorch's C++ AdamW has one implementation for both.
+  auto options = [&](double weight_decay) {
+    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(args.learning_rate)
+                                                            .betas({args.adam_beta1, args.adam_beta2})
+                                                            .eps(args.adam_epsilon)
+                                                            .weight_decay(weight_decay));
+  };
+  if (!decay.empty()) groups.emplace_back(decay, options(args.weight_decay));
+  if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
+  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(args.learning_rate));
+}
+
+void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(learning_rate);
+}
+
+}  // namespace trainc

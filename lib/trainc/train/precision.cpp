@@ -1,0 +1,44 @@
+#include "trainc/train/precision.h"
+
+#include <ATen/Context.h>
+
+#include "trainc/common/error.h"
+
+namespace trainc {
+
+Precision resolve_precision(const TrainingArguments& args, c10::Device device) {
+  Precision precision;
+  precision.device = device.type();
+  if (args.tf32) {
+    if (*args.tf32 && !device.is_cuda()) {
+      throw UserError("tf32: true needs an Ampere or newer NVIDIA GPU; this run is on the CPU (unset tf32 or use a GPU)");
+    }
+    if (device.is_cuda()) {
+      at::globalContext().setAllowTF32CuBLAS(*args.tf32);
+      at::globalContext().setAllowTF32CuDNN(*args.tf32);
+    }
+  }
+  if (args.fp16) {
+    if (!device.is_cuda()) throw UserError("fp16: float16 autocast needs a CUDA GPU; on the CPU use bf16: true");
+    precision = {true, c10::kHalf, device.type(), "fp16 autocast + loss scaling"};
+  } else if (args.bf16) {
+    precision = {true, c10::kBFloat16, device.type(), "bf16 autocast"};
+  }
+  return precision;
+}
+
+bool LossScaler::update(bool gradients_finite) {
+  if (!enabled_) return true;
+  if (!gradients_finite) {
+    scale_ *= 0.5;
+    good_steps_ = 0;
+    return false;
+  }
+  if (++good_steps_ == 2000) {
+    scale_ *= 2.0;
+    good_steps_ = 0;
+  }
+  return true;
+}
+
+}  // namespace trainc

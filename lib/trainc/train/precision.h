@@ -1,0 +1,42 @@
+// defines: Precision, resolve_precision, LossScaler
+//
+// bf16 and fp16 follow Hugging Face: autocast around the forward pass and the loss, weights and
+// optimizer state in float32. fp16 also scales the loss (dynamic loss scaling, as
+// torch.cuda.amp.GradScaler does) and skips steps whose gradients overflowed.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <string>
+
+#include "trainc/config/training_arguments.h"
+
+namespace trainc {
+
+struct Precision {
+  bool autocast = false;
+  c10::ScalarType dtype = c10::kFloat;
+  c10::DeviceType device = c10::DeviceType::CPU;
+  std::string name = "fp32";
+};
+
+// UserError when the device cannot run the requested precision (fp16 or tf32 on the CPU).
+Precision resolve_precision(const TrainingArguments& args, c10::Device device);
+
+class LossScaler {
+ public:
+  explicit LossScaler(bool enabled) : enabled_(enabled) {}
+  bool enabled() const { return enabled_; }
+  double scale() const { return enabled_ ? scale_ : 1.0; }
+  // After unscaling: a finite gradient norm lets the step happen and may grow the scale; an
+  // overflow skips the step and halves the scale. Returns whether to step.
+  bool update(bool gradients_finite);
+
+ private:
+  bool enabled_;
+  double scale_ = 65536.0;
+  int64_t good_steps_ = 0;
+};
+
+}  // namespace trainc

@@ -1,0 +1,391 @@
+#include "trainc/train/trainer.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "trainc/common/error.h"
+#include "trainc/compat/torch_compat.h"
+#include "trainc/config/emit.h"
+#include "trainc/config/fields.h"
+#include "trainc/config/value_codec.h"
+#include "trainc/data/batch_loader.h"
+#include "trainc/train/checkpoint.h"
+#include "trainc/train/evaluate.h"
+#include "trainc/train/interrupt.h"
+#include "trainc/train/loss.h"
+#include "trainc/train/lr_schedule.h"
+#include "trainc/train/optimizer.h"
+
+namespace trainc {
+namespace fs = std::filesystem;
+namespace {
+
+int64_t resolve_interval(double value, int64_t total_steps) {
+  if (value <= 0) return 0;
+  if (value < 1) return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(value * static_cast<double>(total_steps))));
+  return static_cast<int64_t>(value);
+}
+
+std::string format_number(double value, int precision = 4) {
+  std::ostringstream text;
+  text.precision(precision);
+  text << value;
+  return text.str();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+StepPlan plan_steps(const TrainingArguments& args, int64_t train_samples) {
+  StepPlan plan;
+  plan.batches_per_epoch = batch_count(train_samples, args.per_device_train_batch_size, args.dataloader_drop_last);
+  if (plan.batches_per_epoch == 0) {
+    throw UserError("per_device_train_batch_size: " + std::to_string(args.per_device_train_batch_size) +
+                    " is larger than the training set (" + std::to_string(train_samples) +
+                    " samples) and dataloader_drop_last is true, so an epoch has no batch");
+  }
+  const int64_t accumulation = args.gradient_accumulation_steps;
+  plan.steps_per_epoch = std::max<int64_t>(1, (plan.batches_per_epoch + accumulation - 1) / accumulation);
+  plan.total_steps = args.max_steps > 0
+                         ? args.max_steps
+                         : static_cast<int64_t>(std::ceil(args.num_train_epochs * static_cast<double>(plan.steps_per_epoch)));
+  plan.total_steps = std::max<int64_t>(1, plan.total_steps);
+  plan.warmup_steps = resolve_warmup_steps(args, plan.total_steps);
+  plan.logging_steps = resolve_interval(args.logging_steps, plan.total_steps);
+  plan.eval_steps = resolve_interval(args.eval_steps.value_or(args.logging_steps), plan.total_steps);
+  plan.save_steps = resolve_interval(args.save_steps, plan.total_steps);
+  return plan;
+}
+
+Trainer::Trainer(const RunConfig& config, std::string config_source, std::vector<std::string> warnings)
+    : config_(config), config_source_(std::move(config_source)), warnings_(std::move(warnings)), args_(config_.args) {}
+
+void Trainer::prepare_output_dir() {
+  const fs::path dir(args_.output_dir);
+  const bool resuming = args_.resume_from_checkpoint.has_value();
+  if (fs::exists(dir) && !fs::is_directory(dir)) {
+    throw UserError("output_dir: " + args_.output_dir + " exists and is not a directory");
+  }
+  const bool non_empty = fs::exists(dir) && !fs::is_empty(dir);
+  if (non_empty && !resuming) {
+    if (!args_.overwrite_output_dir) {
+      throw UserError("output_dir: " + args_.output_dir +
+                      " is not empty; set overwrite_output_dir: true to replace its checkpoints and metrics, or "
+                      "resume_from_checkpoint: true to continue the run in it");
+    }
+    // Replace what a previous run wrote; leave anything else the user keeps there.
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (checkpoint_step(entry.path().string()) >= 0 || name.rfind(".tmp-checkpoint-", 0) == 0 || name == "metrics.jsonl" ||
+          name == "run_config.yaml") {
+        fs::remove_all(entry.path());
+      }
+    }
+  }
+  fs::create_directories(dir);
+}
+
+void Trainer::print_header() const {
+  const int64_t accumulation = args_.gradient_accumulation_steps;
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"config", config_source_},
+      {"model", model_->describe() + " (" + std::to_string(model_->parameter_count()) + " parameters)"},
+      {"data", data_.description},
+      {"device", device_.str() + ", " + precision_.name + ", LibTorch " + kTorchVersionText},
+      {"batch", std::to_string(args_.per_device_train_batch_size) + " x " + std::to_string(accumulation) +
+                    " accumulation = " + std::to_string(args_.per_device_train_batch_size * accumulation) + " samples/step"},
+      {"steps", std::to_string(plan_.total_steps) + " (" + std::to_string(plan_.steps_per_epoch) + " per epoch), warmup " +
+                    std::to_string(plan_.warmup_steps)},
+      {"optimizer", args_.optim + ", lr " + format_number(args_.learning_rate) + " " + args_.lr_scheduler_type +
+                        ", weight_decay " + format_number(args_.weight_decay) + ", max_grad_norm " +
+                        format_number(args_.max_grad_norm)},
+      {"compile", args_.torch_compile ? "backend " + args_.torch_compile_backend.value_or("eager") : "off (eager)"},
+      {"output_dir", args_.output_dir},
+  };
+  for (const auto& [key, value] : rows) {
+    std::string padded = key;
+    padded.resize(11, ' ');
+    reporter_->info(padded + value);
+  }
+}
+
+bool Trainer::run_step(std::vector<Batch>& micro_batches, double& loss_value, double& grad_norm) {
+  const auto count = static_cast<double>(micro_batches.size());
+  torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions().device(device_));
+  for (Batch& batch : micro_batches) {
+    torch::Tensor logits;
+    {
+      AutocastScope autocast(precision_.device, precision_.autocast, precision_.dtype);
+      logits = model_->forward(batch.inputs);
+    }
+    const torch::Tensor loss = cross_entropy_loss(logits, batch.targets, args_.label_smoothing_factor) / count;
+    (scaler_.enabled() ? loss * scaler_.scale() : loss).backward();
+    step_loss += loss.detach();
+  }
+  if (scaler_.enabled()) {
+    for (torch::Tensor& parameter : parameters_) {
+      if (parameter.grad().defined()) parameter.grad().mul_(1.0 / scaler_.scale());
+    }
+  }
+  const double max_norm = args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity();
+  grad_norm = torch::nn::utils::clip_grad_norm_(parameters_, max_norm);
+  const bool take_step = scaler_.update(std::isfinite(grad_norm));
+  if (take_step) {
+    const LrSchedule schedule = make_lr_schedule(args_.lr_scheduler_type, args_.lr_scheduler_kwargs, plan_.warmup_steps,
+                                                 plan_.total_steps, args_.learning_rate);
+    set_learning_rate(*optimizer_, args_.learning_rate * schedule(state_.global_step));
+    optimizer_->step();
+  }
+  optimizer_->zero_grad();
+  loss_value = step_loss.item<double>();
+  return take_step;
+}
+
+void Trainer::record(nlohmann::json event, double epoch) {
+  event["epoch"] = epoch;
+  event["step"] = state_.global_step;
+  state_.log_history.push_back(event);
+  reporter_->record(event);
+}
+
+void Trainer::log_step(double epoch) {
+  if (steps_since_log_ == 0) return;
+  const LrSchedule schedule = make_lr_schedule(args_.lr_scheduler_type, args_.lr_scheduler_kwargs, plan_.warmup_steps,
+                                               plan_.total_steps, args_.learning_rate);
+  const double loss = loss_since_log_ / static_cast<double>(steps_since_log_);
+  const double learning_rate = args_.learning_rate * schedule(state_.global_step);
+  const double samples_per_second = static_cast<double>(samples_since_log_) / std::max(seconds_since_log_, 1e-9);
+  const double step_time_ms = 1000.0 * seconds_since_log_ / static_cast<double>(steps_since_log_);
+  nlohmann::json event = {{"loss", loss},
+                          {"grad_norm", last_grad_norm_},
+                          {"learning_rate", learning_rate},
+                          {"samples_per_second", samples_per_second},
+                          {"step_time_ms", step_time_ms}};
+  std::string throughput = format_number(samples_per_second, 5) + " samples/s";
+  if (data_.language_model) {
+    const double tokens_per_second = samples_per_second * static_cast<double>(data_.sample_shape[0]);
+    event["tokens_per_second"] = tokens_per_second;
+    throughput = format_number(tokens_per_second, 5) + " tokens/s";
+  }
+  record(event, epoch);
+  reporter_->info("step " + std::to_string(state_.global_step) + "/" + std::to_string(plan_.total_steps) + "  epoch " +
+                  format_number(epoch, 3) + "  loss " + format_number(loss) + "  lr " + format_number(learning_rate, 3) +
+                  "  grad_norm " + format_number(last_grad_norm_, 3) + "  " + throughput + "  " +
+                  format_number(step_time_ms, 3) + " ms/step");
+  loss_since_log_ = 0.0;
+  steps_since_log_ = 0;
+  samples_since_log_ = 0;
+  seconds_since_log_ = 0.0;
+}
+
+nlohmann::json Trainer::run_evaluation(double epoch) {
+  if (!data_.eval) return nullptr;
+  nlohmann::json metrics =
+      evaluate(*model_, *data_.eval, args_.per_device_eval_batch_size, device_, precision_, data_.language_model);
+  record(metrics, epoch);
+  std::string line = "eval step " + std::to_string(state_.global_step) + "  eval_loss " + format_number(metrics["eval_loss"]);
+  if (metrics.contains("eval_accuracy")) line += "  eval_accuracy " + format_number(metrics["eval_accuracy"]);
+  if (metrics.contains("eval_perplexity")) line += "  eval_perplexity " + format_number(metrics["eval_perplexity"]);
+  reporter_->info(line);
+  if (args_.metric_for_best_model) {
+    std::string key = *args_.metric_for_best_model;
+    if (key.rfind("eval_", 0) != 0) key = "eval_" + key;
+    if (!metrics.contains(key)) {
+      std::vector<std::string> available;
+      for (const auto& item : metrics.items()) available.push_back(item.key());
+      throw UserError("metric_for_best_model: evaluation reports no " + key + "; it reports " + join(available, ", "));
+    }
+    pending_best_ = metrics[key].get<double>();
+  }
+  return metrics;
+}
+
+void Trainer::maybe_save(bool force) {
+  const bool improves = pending_best_ && (!state_.best_metric || (args_.greater_is_better.value_or(false)
+                                                                       ? *pending_best_ > *state_.best_metric
+                                                                       : *pending_best_ < *state_.best_metric));
+  if (args_.save_strategy == "best" && !improves && !force) return;
+  const std::string path = (fs::path(args_.output_dir) / ("checkpoint-" + std::to_string(state_.global_step))).string();
+  if (improves) {
+    state_.best_metric = pending_best_;
+    state_.best_model_checkpoint = path;
+  }
+  pending_best_.reset();
+  save_checkpoint(args_.output_dir, *model_, args_.save_only_model ? nullptr : optimizer_.get(), state_, config_yaml_);
+  if (args_.save_total_limit) rotate_checkpoints(args_.output_dir, *args_.save_total_limit, state_.best_model_checkpoint);
+  reporter_->info("saved " + path);
+}
+
+int Trainer::train() {
+  const auto run_start = std::chrono::steady_clock::now();
+  device_ = torch::cuda::is_available() && !args_.use_cpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  precision_ = resolve_precision(args_, device_);
+  scaler_ = LossScaler(args_.fp16);
+  if (args_.torch_compile && args_.torch_compile_backend.value_or("") != "eager") {
+    throw UserError("torch_compile: compiled training steps are not available in this build of trainc; set "
+                    "torch_compile: false, or torch_compile_backend: eager to run the eager reference");
+  }
+  const char* world_size = std::getenv("WORLD_SIZE");
+  if (world_size != nullptr && std::string(world_size) != "1") {
+    throw UserError("WORLD_SIZE=" + std::string(world_size) + ": distributed training is not available in this build of trainc; run one process");
+  }
+  prepare_output_dir();
+  config_yaml_ = to_yaml_text(config_);
+  {
+    std::ofstream(fs::path(args_.output_dir) / "run_config.yaml") << config_yaml_;
+  }
+
+  torch::manual_seed(static_cast<uint64_t>(args_.seed));
+  data_seed_ = static_cast<uint64_t>(args_.data_seed.value_or(args_.seed));
+  data_ = load_data(config_.data, config_.model, args_.seed);
+  if (args_.eval_strategy != "no" && !data_.eval) {
+    throw UserError("eval_strategy: " + args_.eval_strategy + " needs held-out data; set data.eval_path or a data.validation_split > 0 "
+                    "large enough to hold at least one sample");
+  }
+  model_ = make_model(config_.model, {data_.language_model, data_.sample_shape}, args_.gradient_checkpointing);
+  model_->to(device_);
+  model_->set_training(true);
+  for (const auto& item : model_->named_parameters()) {
+    if (item.second.requires_grad()) parameters_.push_back(item.second);
+  }
+  optimizer_ = make_optimizer(args_, *model_);
+  plan_ = plan_steps(args_, data_.train->size());
+  state_.max_steps = plan_.total_steps;
+  state_.logging_steps = plan_.logging_steps;
+  state_.eval_steps = plan_.eval_steps;
+  state_.save_steps = plan_.save_steps;
+
+  std::optional<std::string> resume_dir;
+  if (args_.resume_from_checkpoint) {
+    resume_dir = *args_.resume_from_checkpoint == "true" ? newest_checkpoint(args_.output_dir) : args_.resume_from_checkpoint;
+    if (!resume_dir) {
+      throw UserError("resume_from_checkpoint: true, but output_dir " + args_.output_dir + " holds no complete checkpoint-<step>");
+    }
+    if (!fs::is_directory(*resume_dir)) throw UserError("resume_from_checkpoint: " + *resume_dir + " is not a directory");
+    load_model_weights(*resume_dir, *model_);
+    state_ = load_training_state(*resume_dir, *optimizer_);
+    state_.max_steps = plan_.total_steps;
+  }
+  configure_logging(args_.log_level);
+  reporter_ = std::make_unique<Reporter>((fs::path(args_.output_dir) / "metrics.jsonl").string(), false, args_.disable_tqdm);
+  for (const auto& event : state_.log_history) reporter_->record(event);  // metrics.jsonl as of the checkpoint
+  for (const std::string& warning : warnings_) reporter_->warn(warning);
+  print_header();
+  if (resume_dir) reporter_->info("resumed from " + *resume_dir + " at step " + std::to_string(state_.global_step));
+
+  InterruptWatch interrupts;
+  const int64_t accumulation = args_.gradient_accumulation_steps;
+  int64_t epoch = state_.global_step / plan_.steps_per_epoch;
+  int64_t step_in_epoch = state_.global_step % plan_.steps_per_epoch;
+  auto epoch_value = [&] { return static_cast<double>(epoch) + static_cast<double>(step_in_epoch) / static_cast<double>(plan_.steps_per_epoch); };
+  bool stopped_by_signal = false;
+  while (state_.global_step < plan_.total_steps && !stopped_by_signal) {
+    BatchLoader loader(*data_.train, data_.train->epoch_order(data_seed_, epoch), args_.per_device_train_batch_size,
+                       args_.dataloader_drop_last, step_in_epoch * accumulation, args_.dataloader_num_workers, device_);
+    while (state_.global_step < plan_.total_steps) {
+      const auto step_start = std::chrono::steady_clock::now();
+      std::vector<Batch> micro_batches;
+      while (static_cast<int64_t>(micro_batches.size()) < accumulation) {
+        std::optional<Batch> batch = loader.next();
+        if (!batch) break;
+        micro_batches.push_back(std::move(*batch));
+      }
+      if (micro_batches.empty()) break;  // end of the epoch
+      int64_t samples = 0;
+      for (const Batch& batch : micro_batches) samples += batch.size();
+      double loss = 0.0, grad_norm = 0.0;
+      run_step(micro_batches, loss, grad_norm);
+      ++state_.global_step;
+      ++step_in_epoch;
+      if (!std::isfinite(loss)) {
+        const auto last = newest_checkpoint(args_.output_dir);
+        throw UserError("non-finite loss (" + format_number(loss) + ") at step " + std::to_string(state_.global_step) +
+                            "; stopping. Last good checkpoint: " + last.value_or("none") +
+                            " (try a lower learning_rate or a max_grad_norm)",
+                        kExitFailure);
+      }
+      const double seconds = seconds_since(step_start);
+      loss_since_log_ += loss;
+      loss_total_ += loss;
+      ++steps_since_log_;
+      ++steps_this_run_;
+      samples_since_log_ += samples;
+      samples_this_run_ += samples;
+      seconds_since_log_ += seconds;
+      last_grad_norm_ = grad_norm;
+      state_.epoch = epoch_value();
+      const bool last_step = state_.global_step == plan_.total_steps;
+      const bool epoch_done = step_in_epoch == plan_.steps_per_epoch;
+
+      const bool log_now = (args_.logging_strategy == "steps" && state_.global_step % plan_.logging_steps == 0) ||
+                           (args_.logging_first_step && state_.global_step == 1) ||
+                           (args_.logging_strategy == "epoch" && epoch_done);
+      if (log_now) log_step(state_.epoch);
+      nlohmann::json eval_metrics;
+      if ((args_.eval_strategy == "steps" && state_.global_step % plan_.eval_steps == 0) ||
+          (args_.eval_strategy == "epoch" && epoch_done)) {
+        eval_metrics = run_evaluation(state_.epoch);
+      }
+      const bool save_now = (args_.save_strategy == "steps" && (state_.global_step % plan_.save_steps == 0 || last_step)) ||
+                            (args_.save_strategy == "epoch" && epoch_done) ||
+                            (args_.save_strategy == "best" && !eval_metrics.is_null());
+      if (interrupts.requested()) {
+        log_step(state_.epoch);
+        maybe_save(/*force=*/true);
+        stopped_by_signal = true;
+        break;
+      }
+      if (save_now) maybe_save(/*force=*/false);
+      reporter_->progress(state_.global_step, plan_.total_steps, seconds);
+      if (epoch_done) break;
+    }
+    if (stopped_by_signal) break;
+    ++epoch;
+    step_in_epoch = 0;
+  }
+  reporter_->finish_progress();
+  if (stopped_by_signal) {
+    const int signal_number = interrupts.signal_number();
+    reporter_->info("stopped by signal " + std::to_string(signal_number) + " at step " + std::to_string(state_.global_step) +
+                    "; resume with --resume-from-checkpoint true");
+    return 128 + signal_number;
+  }
+
+  const double runtime = seconds_since(run_start);
+  if (args_.load_best_model_at_end && state_.best_model_checkpoint) {
+    load_model_weights(*state_.best_model_checkpoint, *model_);
+    reporter_->info("loaded the best model (" + *args_.metric_for_best_model + " " + format_number(*state_.best_metric) +
+                    ") from " + *state_.best_model_checkpoint);
+  }
+  nlohmann::json summary = {{"train_runtime", runtime},
+                            {"train_samples_per_second", static_cast<double>(samples_this_run_) / runtime},
+                            {"train_steps_per_second", static_cast<double>(steps_this_run_) / runtime},
+                            {"train_loss", steps_this_run_ > 0 ? loss_total_ / static_cast<double>(steps_this_run_) : 0.0}};
+  record(summary, state_.epoch);
+  reporter_->info("done: " + std::to_string(state_.global_step) + " steps in " + format_number(runtime, 3) + " s, " +
+                  format_number(summary["train_samples_per_second"], 5) + " samples/s, train_loss " +
+                  format_number(summary["train_loss"]));
+  for (auto it = state_.log_history.rbegin(); it != state_.log_history.rend(); ++it) {
+    if (!it->contains("eval_loss")) continue;
+    std::string line = "final eval (step " + std::to_string((*it)["step"].get<int64_t>()) + "): eval_loss " +
+                       format_number((*it)["eval_loss"]);
+    if (it->contains("eval_accuracy")) {
+      line += ", eval_accuracy " + format_number((*it)["eval_accuracy"]) + " (" +
+              format_number(100.0 * (*it)["eval_accuracy"].get<double>(), 4) + "% correct)";
+    }
+    if (it->contains("eval_perplexity")) line += ", eval_perplexity " + format_number((*it)["eval_perplexity"]);
+    reporter_->info(line);
+    break;
+  }
+  return kExitOk;
+}
+
+}  // namespace trainc

@@ -1,0 +1,81 @@
+// defines: Trainer, StepPlan
+//
+// The training loop, as Hugging Face's Trainer runs it: optimizer steps of
+// gradient_accumulation_steps micro-batches, clipping, the schedule, then log / evaluate / save
+// by their strategies. Exact resume: weights, optimizer, RNG states and the step counter come
+// back from the checkpoint, and the data order is a function of (data seed, epoch), so a resumed
+// run continues with the very batches the uninterrupted run would have used.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+#include <string>
+
+#include "trainc/config/training_arguments.h"
+#include "trainc/data/dataset.h"
+#include "trainc/models/model.h"
+#include "trainc/train/precision.h"
+#include "trainc/train/reporter.h"
+#include "trainc/train/trainer_state.h"
+
+namespace trainc {
+
+// Step counts resolved from the config and the dataset size.
+struct StepPlan {
+  int64_t batches_per_epoch = 0;
+  int64_t steps_per_epoch = 0;
+  int64_t total_steps = 0;
+  int64_t warmup_steps = 0;
+  int64_t logging_steps = 0;  // ratios (< 1) of total_steps resolved to counts, rounded up
+  int64_t eval_steps = 0;
+  int64_t save_steps = 0;
+};
+
+StepPlan plan_steps(const TrainingArguments& args, int64_t train_samples);
+
+class Trainer {
+ public:
+  Trainer(const RunConfig& config, std::string config_source, std::vector<std::string> warnings);
+  int train();  // returns the exit code
+
+ private:
+  void prepare_output_dir();
+  void print_header() const;
+  bool run_step(std::vector<Batch>& micro_batches, double& loss_value, double& grad_norm);
+  void log_step(double epoch);
+  nlohmann::json run_evaluation(double epoch);
+  void maybe_save(bool force);  // force: save even under save_strategy best (an interrupt)
+  void record(nlohmann::json event, double epoch);
+
+  RunConfig config_;
+  std::string config_source_;
+  std::vector<std::string> warnings_;
+  const TrainingArguments& args_;
+  torch::Device device_{torch::kCPU};
+  Precision precision_;
+  LossScaler scaler_{false};
+  DataSplits data_;
+  std::unique_ptr<Model> model_;
+  std::vector<torch::Tensor> parameters_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  StepPlan plan_;
+  TrainerState state_;
+  std::unique_ptr<Reporter> reporter_;
+  std::string config_yaml_;
+  uint64_t data_seed_ = 0;
+
+  // Since the last log record.
+  double loss_since_log_ = 0.0;
+  int64_t steps_since_log_ = 0;
+  int64_t samples_since_log_ = 0;
+  double last_grad_norm_ = 0.0;
+  double seconds_since_log_ = 0.0;
+  // Whole run.
+  double loss_total_ = 0.0;
+  int64_t steps_this_run_ = 0;
+  int64_t samples_this_run_ = 0;
+  std::optional<double> pending_best_;  // metric of the latest evaluation, for the next save
+};
+
+}  // namespace trainc

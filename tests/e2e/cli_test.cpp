@@ -1,0 +1,85 @@
+// The real binary: --help, --print-config, overrides, and the errors a user meets first.
+#include <catch2/catch.hpp>
+
+#include "support/command.h"
+
+using namespace trainc::test;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+TEST_CASE("trainc --help lists every field with its default", "[e2e][cli]") {
+  const CommandResult result = run_trainc("--help");
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("--learning-rate"));
+  CHECK_THAT(result.out, Contains("5e-05"));
+  CHECK_THAT(result.out, Contains("--torch-compile-mode"));
+  CHECK_THAT(result.out, Contains("--model.n-layer"));
+  CHECK_THAT(result.out, Contains("--data.kind"));
+  CHECK_THAT(result.out, Contains("--print-config"));
+}
+
+TEST_CASE("--print-config prints the resolved config with overrides applied", "[e2e][cli]") {
+  ScratchDir dir;
+  const std::string config = dir.write("run.yaml", "learning_rate: 1e-3\nmodel: {name: mlp, input_size: 4, hidden_sizes: [8]}\n");
+  const CommandResult result =
+      run_trainc("--config " + config + " --print-config --learning-rate 3e-4 --torch_compile_mode max-autotune --bf16");
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("learning_rate: 0.0003"));
+  CHECK_THAT(result.out, Contains("torch_compile: true"));
+  CHECK_THAT(result.out, Contains("torch_compile_mode: max-autotune"));
+  CHECK_THAT(result.out, Contains("bf16: true"));
+  CHECK_THAT(result.out, Contains("hidden_sizes: [8]"));
+
+  // The printed config loads back to the same config.
+  const std::string printed = dir.write("printed.yaml", result.out);
+  const CommandResult again = run_trainc("--config " + printed + " --print-config");
+  REQUIRE(again.exit_code == 0);
+  CHECK(again.out == result.out);
+}
+
+TEST_CASE("a boolean flag takes an explicit value", "[e2e][cli]") {
+  ScratchDir dir;
+  const std::string config = dir.write("run.yaml", "bf16: true\n");
+  const CommandResult result = run_trainc("--config " + config + " --print-config --bf16 false --use-cpu");
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("bf16: false"));
+  CHECK_THAT(result.out, Contains("use_cpu: true"));
+}
+
+TEST_CASE("an unknown key exits 2 with a suggestion", "[e2e][cli]") {
+  ScratchDir dir;
+  const std::string config = dir.write("run.yaml", "learning_rate: 1e-3\nnum_train_epoch: 2\n");
+  const CommandResult result = run_trainc("--config " + config + " --print-config");
+  CHECK(result.exit_code == 2);
+  CHECK(result.out.empty());
+  CHECK_THAT(result.err, StartsWith("trainc: error: " + config + ":2:1: unknown key 'num_train_epoch'; did you mean 'num_train_epochs'?"));
+  CHECK_THAT(result.err, !Contains("terminate"));
+
+  const CommandResult flag = run_trainc("--print-config --num-train-epoch 2");
+  CHECK(flag.exit_code == 2);
+  CHECK_THAT(flag.err, Contains("unknown flag --num-train-epoch; did you mean --num-train-epochs?"));
+}
+
+TEST_CASE("malformed YAML exits 2 with file:line:column", "[e2e][cli]") {
+  ScratchDir dir;
+  const std::string config = dir.write("bad.yaml", "learning_rate: 1e-3\nmodel:\n  name: [mlp\n");
+  const CommandResult result = run_trainc("--config " + config);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(config + ":"));
+  CHECK_THAT(result.err, Contains("YAML syntax error"));
+}
+
+TEST_CASE("bad values and missing files exit 2 with one line on stderr", "[e2e][cli]") {
+  CommandResult result = run_trainc("--print-config --learning-rate fast");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("--learning-rate: got \"fast\", expected a finite number"));
+  result = run_trainc("--print-config --lr-scheduler-type exponential");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("expected one of: linear, cosine"));
+  result = run_trainc("--config /nonexistent/run.yaml");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("/nonexistent/run.yaml: cannot read the config file"));
+  result = run_trainc("--print-config stray");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("unexpected argument 'stray'"));
+}

@@ -1,0 +1,227 @@
+// Config: defaults match Hugging Face, precedence, every error class, and the round trip.
+#include <catch2/catch.hpp>
+
+#include "support/command.h"
+#include "trainc/common/error.h"
+#include "trainc/config/emit.h"
+#include "trainc/config/fields.h"
+#include "trainc/config/load.h"
+#include "trainc/config/resolve.h"
+#include "trainc/config/validate.h"
+
+using namespace trainc;
+using Catch::Matchers::Contains;
+
+namespace {
+
+RunConfig from_yaml(const std::string& text, const std::vector<CommandLineOverride>& overrides = {}) {
+  test::ScratchDir dir;
+  std::vector<std::string> warnings;
+  return build_run_config(dir.write("run.yaml", text), overrides, &warnings);
+}
+
+std::string error_of(const std::string& text, const std::vector<CommandLineOverride>& overrides = {}) {
+  try {
+    from_yaml(text, overrides);
+  } catch (const UserError& error) {
+    CHECK(error.exit_code() == kExitUsage);
+    return error.what();
+  }
+  FAIL("expected a UserError for:\n" << text);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("defaults are Hugging Face's TrainingArguments defaults", "[config]") {
+  const TrainingArguments a;
+  CHECK(a.output_dir == "trainer_output");
+  CHECK(a.per_device_train_batch_size == 8);
+  CHECK(a.per_device_eval_batch_size == 8);
+  CHECK(a.gradient_accumulation_steps == 1);
+  CHECK(a.num_train_epochs == 3.0);
+  CHECK(a.max_steps == -1);
+  CHECK(a.learning_rate == 5e-5);
+  CHECK(a.weight_decay == 0.0);
+  CHECK(a.adam_beta1 == 0.9);
+  CHECK(a.adam_beta2 == 0.999);
+  CHECK(a.adam_epsilon == 1e-8);
+  CHECK(a.max_grad_norm == 1.0);
+  CHECK(a.optim == "adamw_torch");
+  CHECK(a.lr_scheduler_type == "linear");
+  CHECK(a.warmup_steps == 0.0);
+  CHECK(a.seed == 42);
+  CHECK_FALSE(a.data_seed.has_value());
+  CHECK_FALSE(a.tf32.has_value());
+  CHECK(a.logging_strategy == "steps");
+  CHECK(a.logging_steps == 500.0);
+  CHECK(a.eval_strategy == "no");
+  CHECK(a.save_strategy == "steps");
+  CHECK(a.save_steps == 500.0);
+  CHECK(a.report_to == StringList{"none"});
+  CHECK_FALSE(a.torch_compile);
+  CHECK(a.ddp_timeout == 1800);
+  CHECK(a.log_level == "passive");
+}
+
+TEST_CASE("every field has a unique key, a help line and a parseable default", "[config]") {
+  std::set<std::string> keys;
+  for (const FieldInfo& field : config_fields()) {
+    INFO(field.key());
+    CHECK(keys.insert(field.key()).second);
+    CHECK_FALSE(field.help.empty());
+    RunConfig config;
+    CHECK_NOTHROW(field.parse(config, field.default_value, field.key()));
+    CHECK(config == RunConfig{});
+  }
+}
+
+TEST_CASE("YAML sets TrainingArguments and model/data sections", "[config]") {
+  const RunConfig config = from_yaml(R"(
+learning_rate: 3e-4
+bf16: true
+report_to: none
+lr_scheduler_kwargs: {num_cycles: 2}
+model:
+  name: gpt
+  n_layer: 2
+  n_head: 2
+  n_embd: 64
+data:
+  kind: synthetic
+  num_samples: 64
+)");
+  CHECK(config.args.learning_rate == 3e-4);
+  CHECK(config.args.bf16);
+  CHECK(config.args.lr_scheduler_kwargs.at("num_cycles") == "2");
+  CHECK(config.model.name == "gpt");
+  CHECK(config.model.n_layer == 2);
+  CHECK(config.data.num_samples == 64);
+}
+
+TEST_CASE("precedence: defaults < YAML < command line", "[config]") {
+  const std::string yaml = "learning_rate: 1e-3\nseed: 7\n";
+  RunConfig config = from_yaml(yaml);
+  CHECK(config.args.learning_rate == 1e-3);
+  CHECK(config.args.weight_decay == 0.0);  // default kept
+  config = from_yaml(yaml, {{"--learning-rate", "2e-3"}, {"--model.hidden-sizes", "64,32"}});
+  CHECK(config.args.learning_rate == 2e-3);
+  CHECK(config.args.seed == 7);
+  CHECK(config.model.hidden_sizes == IntList{64, 32});
+  config = from_yaml(yaml, {{"--learning_rate", "4e-3"}, {"--model.hidden_sizes", "[16]"}});
+  CHECK(config.args.learning_rate == 4e-3);
+  CHECK(config.model.hidden_sizes == IntList{16});
+}
+
+TEST_CASE("a boolean flag alone means true; an explicit value is honoured", "[config]") {
+  CHECK(from_yaml("", {{"--bf16", std::nullopt}}).args.bf16);
+  CHECK(from_yaml("bf16: true", {{"--bf16", "false"}}).args.bf16 == false);
+  CHECK(from_yaml("", {{"--tf32", "no"}}).args.tf32 == std::optional<bool>(false));
+  CHECK_THAT(error_of("", {{"--learning-rate", std::nullopt}}), Contains("--learning-rate: expected a value"));
+}
+
+TEST_CASE("Hugging Face's resolution rules", "[config]") {
+  SECTION("a compile backend or mode implies torch_compile") {
+    CHECK(from_yaml("torch_compile_mode: max-autotune").args.torch_compile);
+    CHECK(from_yaml("", {{"--torch-compile-backend", "aot_eager"}}).args.torch_compile);
+    CHECK_FALSE(from_yaml("").args.torch_compile);
+  }
+  SECTION("eval_steps falls back to logging_steps") {
+    CHECK(from_yaml("eval_strategy: steps\nlogging_steps: 25").args.eval_steps == std::optional<double>(25.0));
+  }
+  SECTION("metric_for_best_model defaults to loss, and greater_is_better from its name") {
+    const RunConfig config = from_yaml("eval_strategy: steps\nsave_strategy: steps\nload_best_model_at_end: true\n"
+                                       "logging_steps: 10\nsave_steps: 20\n");
+    CHECK(config.args.metric_for_best_model == std::optional<std::string>("loss"));
+    CHECK(config.args.greater_is_better == std::optional<bool>(false));
+    CHECK(from_yaml("metric_for_best_model: accuracy").args.greater_is_better == std::optional<bool>(true));
+  }
+  SECTION("resume_from_checkpoint: false means no resume") {
+    CHECK_FALSE(from_yaml("resume_from_checkpoint: false").args.resume_from_checkpoint.has_value());
+    CHECK(from_yaml("resume_from_checkpoint: true").args.resume_from_checkpoint == std::optional<std::string>("true"));
+  }
+  SECTION("ratios below 1 are kept for the trainer") {
+    CHECK(from_yaml("warmup_steps: 0.1\nsave_steps: 0.25").args.save_steps == 0.25);
+  }
+}
+
+TEST_CASE("validation errors name the key, the value and what was expected", "[config]") {
+  CHECK_THAT(error_of("bf16: true\nfp16: true"), Contains("at most one"));
+  CHECK_THAT(error_of("logging_steps: 12.5"), Contains("logging_steps: got 12.5, expected a whole number"));
+  CHECK_THAT(error_of("per_device_train_batch_size: 0"), Contains("per_device_train_batch_size: got 0, expected an integer >= 1"));
+  CHECK_THAT(error_of("eval_strategy: steps\nsave_strategy: epoch\nload_best_model_at_end: true"),
+             Contains("load_best_model_at_end: needs eval_strategy and save_strategy to match"));
+  CHECK_THAT(error_of("eval_strategy: steps\neval_steps: 30\nsave_steps: 50\nload_best_model_at_end: true"),
+             Contains("save_steps: got 50.0, expected a round multiple of eval_steps"));
+  CHECK_THAT(error_of("save_strategy: best"), Contains("metric_for_best_model"));
+  CHECK_THAT(error_of("warmup_steps: 2.5"), Contains("warmup_steps: got 2.5"));
+  CHECK_THAT(error_of("lr_scheduler_type: cosine\nlr_scheduler_kwargs: {power: 2}"),
+             Contains("lr_scheduler_kwargs.power: not read by lr_scheduler_type cosine"));
+  CHECK_THAT(error_of("model:\n  name: gpt\n  n_embd: 100\n  n_head: 12"), Contains("model.n_embd: got 100"));
+  CHECK_THAT(error_of("model:\n  name: mlp\n  n_layer: 4"), Contains("model.n_layer: not read by model.name mlp"));
+  CHECK_THAT(error_of("data:\n  kind: csv"), Contains("data.train_path: required for data.kind csv"));
+  CHECK_THAT(error_of("model:\n  name: torchscript"), Contains("model.path: required"));
+}
+
+TEST_CASE("type errors name the file position, the key, the value and the expected type", "[config]") {
+  CHECK_THAT(error_of("learning_rate: fast"), Contains(":1:16: learning_rate: got \"fast\", expected a finite number"));
+  CHECK_THAT(error_of("max_steps: 1.5"), Contains("max_steps: got \"1.5\", expected an integer"));
+  CHECK_THAT(error_of("bf16: maybe"), Contains("bf16: got \"maybe\", expected true or false"));
+  CHECK_THAT(error_of("model:\n  hidden_sizes: [64, x]"), Contains("model.hidden_sizes[1]: got \"x\", expected an integer"));
+  CHECK_THAT(error_of("output_dir: [a, b]"), Contains("output_dir: got a list, expected a string"));
+  CHECK_THAT(error_of("", {{"--max-steps", "ten"}}), Contains("--max-steps: got \"ten\", expected an integer"));
+}
+
+TEST_CASE("enumerations list their valid values", "[config]") {
+  CHECK_THAT(error_of("optim: adam"), Contains("optim: got \"adam\", expected one of: adamw_torch, adamw_torch_fused, sgd"));
+  CHECK_THAT(error_of("", {{"--torch-compile-mode", "fastest"}}),
+             Contains("--torch-compile-mode: got \"fastest\", expected one of: default, reduce-overhead"));
+  CHECK_THAT(error_of("report_to: [wandb]"), Contains("report_to[0]: got \"wandb\", expected one of: none, all"));
+}
+
+TEST_CASE("unknown keys are named with their position and the closest valid key", "[config]") {
+  CHECK_THAT(error_of("lerning_rate: 1e-3"), Contains(":1:1: unknown key 'lerning_rate'; did you mean 'learning_rate'?"));
+  CHECK_THAT(error_of("seed: 1\nmodel:\n  n_layers: 2"), Contains(":3:3: unknown key 'model.n_layers'; did you mean 'model.n_layer'?"));
+  CHECK_THAT(error_of("", {{"--lerning-rate", "1"}}), Contains("unknown flag --lerning-rate; did you mean --learning-rate?"));
+  CHECK_THAT(error_of("", {{"--model.nlayer", "1"}}), Contains("did you mean --model.n-layer?"));
+  CHECK_THAT(error_of("zzzzzzzzzzzz: 1"), !Contains("did you mean"));
+}
+
+TEST_CASE("YAML syntax errors and missing files", "[config]") {
+  CHECK_THAT(error_of("learning_rate: [1, 2\nseed: 3\n"), Contains("YAML syntax error"));
+  CHECK_THAT(error_of("a: b: c"), Contains("run.yaml:1:5: YAML syntax error"));
+  try {
+    build_run_config(std::string("/nonexistent/run.yaml"), {}, nullptr);
+    FAIL("no error for a missing file");
+  } catch (const UserError& error) {
+    CHECK_THAT(error.what(), Contains("/nonexistent/run.yaml: cannot read the config file"));
+  }
+}
+
+TEST_CASE("the resolved config round-trips through YAML", "[config]") {
+  const char* configs[] = {
+      "",
+      "learning_rate: 0.1\nwarmup_steps: 0.05\nlr_scheduler_kwargs: {min_lr_rate: 0.1}\nlr_scheduler_type: cosine_with_min_lr\n"
+      "eval_strategy: steps\nsave_total_limit: 3\ndata_seed: 9\ntf32: false\noutput_dir: 'runs/a b'\n"
+      "torch_compile_mode: reduce-overhead\nmodel: {name: gpt, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 300}\n"
+      "data: {kind: text, train_path: /tmp/x.txt, block_size: 64}\n",
+      "model: {name: cnn, channels: [8]}\ndata: {kind: idx, train_path: a, train_labels_path: b}\nbf16: true\n",
+  };
+  for (const char* text : configs) {
+    INFO(text);
+    const RunConfig original = from_yaml(text);
+    const std::string emitted = to_yaml_text(original);
+    INFO(emitted);
+    const RunConfig reloaded = from_yaml(emitted);
+    CHECK(reloaded == original);
+    CHECK(to_yaml_text(reloaded) == emitted);
+  }
+}
+
+TEST_CASE("the built-in quickstart config is valid", "[config]") {
+  std::vector<std::string> warnings;
+  const RunConfig config = build_run_config(std::nullopt, {}, &warnings);
+  CHECK(config.model.name == "mlp");
+  CHECK(config.data.kind == "idx");
+  CHECK(warnings.empty());
+}
