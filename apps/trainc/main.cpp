@@ -51,8 +51,11 @@ int run(int argc, char** argv) {
     std::string description = field.help;
     if (!field.choices.empty()) description += " {" + trainc::join(field.choices, ", ") + "}";
     if (!field.applies_to.empty()) description += " (" + trainc::join(field.applies_to, ", ") + ")";
-    CLI::Option* option = app.add_option(field.flag(), description);
-    option->type_name(field.type_name)->default_str(default_text(field));
+    // The default goes into the description: CLI11 would also use default_str as the value of a
+    // bare boolean flag, and a bare --bf16 must mean true.
+    description += " [default: " + default_text(field) + "]";
+    CLI::Option* option = app.add_option(field.flag())->description(description);
+    option->type_name(field.type_name);
     option->group(field.section.empty() ? "TrainingArguments" : field.section + " section");
     option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     if (field.is_bool) option->expected(0, 1);
@@ -69,10 +72,15 @@ int run(int argc, char** argv) {
   }
 
   std::vector<trainc::CommandLineOverride> overrides;
+  bool after_unknown_flag = false;
   for (const std::string& extra : app.remaining()) {
     const std::string flag = extra.substr(0, extra.find('='));
-    if (flag.rfind("--", 0) != 0) throw trainc::UserError("unexpected argument '" + extra + "' (trainc --help lists the flags)");
-    overrides.push_back({flag, std::nullopt});  // unknown: apply_override reports it with a suggestion
+    if (flag.rfind("--", 0) == 0) {
+      overrides.push_back({flag, std::nullopt});  // unknown: apply_override reports it with a suggestion
+    } else if (!after_unknown_flag) {
+      throw trainc::UserError("unexpected argument '" + extra + "' (trainc --help lists the flags)");
+    }
+    after_unknown_flag = flag.rfind("--", 0) == 0;  // the word after an unknown flag is its value
   }
   for (const auto& [field, option] : field_options) {
     if (option->count() == 0) continue;

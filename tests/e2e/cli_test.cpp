@@ -24,7 +24,7 @@ TEST_CASE("--print-config prints the resolved config with overrides applied", "[
   const CommandResult result =
       run_trainc("--config " + config + " --print-config --learning-rate 3e-4 --torch_compile_mode max-autotune --bf16");
   REQUIRE(result.exit_code == 0);
-  CHECK_THAT(result.out, Contains("learning_rate: 0.0003"));
+  CHECK_THAT(result.out, Contains("learning_rate: 3e-04"));
   CHECK_THAT(result.out, Contains("torch_compile: true"));
   CHECK_THAT(result.out, Contains("torch_compile_mode: max-autotune"));
   CHECK_THAT(result.out, Contains("bf16: true"));
