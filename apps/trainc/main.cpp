@@ -40,7 +40,7 @@ std::string default_text(const trainc::FieldInfo& field) {
 int run(int argc, char** argv) {
   CLI::App app{"trainc: train a model from a YAML run config (keys follow Hugging Face's TrainingArguments)",
                "trainc"};
-  app.get_formatter()->column_width(52);
+  app.get_formatter()->column_width(40);
   std::string config_path;
   bool print_config = false;
   app.add_option("--config", config_path, "YAML run config; without it, the built-in quickstart config");

@@ -14,6 +14,7 @@ BatchLoader::BatchLoader(const Dataset& dataset, std::vector<int64_t> order, int
       order_(std::move(order)),
       batch_size_(batch_size),
       num_batches_(batch_count(static_cast<int64_t>(order_.size()), batch_size, drop_last)),
+      first_(first_batch),
       next_(first_batch),
       num_workers_(num_workers),
       device_(device) {
@@ -39,7 +40,7 @@ Batch BatchLoader::assemble(int64_t index) const {
 
 void BatchLoader::work(int64_t worker) {
   // Worker w builds batches first + w, first + w + N, ... staying at most 2 batches per worker ahead.
-  for (int64_t index = next_ + worker; index < num_batches_; index += num_workers_) {
+  for (int64_t index = first_ + worker; index < num_batches_; index += num_workers_) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       changed_.wait(lock, [&] { return stopping_ || index - next_ < 2 * num_workers_; });

@@ -38,7 +38,8 @@ class BatchLoader {
   std::vector<int64_t> order_;
   int64_t batch_size_;
   int64_t num_batches_;
-  int64_t next_;
+  int64_t first_;  // the first batch handed out (later ones when resuming mid-epoch)
+  int64_t next_;   // the next batch next() hands out; guarded by mutex_ once workers run
   int64_t num_workers_;
   torch::Device device_;
 

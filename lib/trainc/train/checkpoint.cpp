@@ -67,6 +67,13 @@ void check_format(const fs::path& dir) {
   }
 }
 
+// Renames first, so that a kill in the middle of deleting never leaves a partial checkpoint-N.
+void remove_checkpoint_dir(const fs::path& dir) {
+  const fs::path doomed = dir.parent_path() / (".deleting-" + dir.filename().string() + "-" + std::to_string(::getpid()));
+  fs::rename(dir, doomed);
+  fs::remove_all(doomed);
+}
+
 std::vector<c10::Device> generator_devices() {
   std::vector<c10::Device> devices = {c10::Device(c10::kCPU)};
   for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
@@ -120,7 +127,7 @@ std::string save_checkpoint(const std::string& output_dir, Model& model, torch::
   sync_path(temp_dir);
 
   if (fs::exists(final_dir)) {  // the same step saved again (a resumed run): swap, then drop the old one
-    const fs::path old_dir = final_dir.string() + ".old-" + std::to_string(::getpid());
+    const fs::path old_dir = fs::path(output_dir) / (".deleting-" + final_dir.filename().string() + "-" + std::to_string(::getpid()));
     fs::rename(final_dir, old_dir);
     fs::rename(temp_dir, final_dir);
     fs::remove_all(old_dir);
@@ -195,6 +202,16 @@ std::optional<std::string> newest_checkpoint(const std::string& output_dir) {
   return newest;
 }
 
+void remove_stale_checkpoint_files(const std::string& output_dir) {
+  if (!fs::is_directory(output_dir)) return;
+  for (const auto& entry : fs::directory_iterator(output_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".tmp-checkpoint-", 0) == 0 || name.rfind(".deleting-checkpoint-", 0) == 0) fs::remove_all(entry.path());
+  }
+}
+
+void remove_checkpoint(const std::string& checkpoint_dir) { remove_checkpoint_dir(checkpoint_dir); }
+
 void rotate_checkpoints(const std::string& output_dir, int64_t limit, const std::optional<std::string>& best_checkpoint) {
   std::vector<std::pair<int64_t, fs::path>> checkpoints;
   for (const auto& entry : fs::directory_iterator(output_dir)) {
@@ -208,7 +225,7 @@ void rotate_checkpoints(const std::string& output_dir, int64_t limit, const std:
   auto remaining = static_cast<int64_t>(checkpoints.size());
   for (std::size_t i = 0; i + 1 < checkpoints.size() && remaining > limit; ++i) {
     if (is_best(checkpoints[i].second)) continue;
-    fs::remove_all(checkpoints[i].second);
+    remove_checkpoint_dir(checkpoints[i].second);
     --remaining;
   }
 }

@@ -38,6 +38,12 @@ std::optional<std::string> newest_checkpoint(const std::string& output_dir);
 // Deletes the oldest checkpoints beyond `limit`, never the best one nor the newest.
 void rotate_checkpoints(const std::string& output_dir, int64_t limit, const std::optional<std::string>& best_checkpoint);
 
+// Temporary directories left by a run that was killed while saving or deleting a checkpoint.
+void remove_stale_checkpoint_files(const std::string& output_dir);
+
+// Deletes one checkpoint directory (renamed away first, so it never stays half-deleted).
+void remove_checkpoint(const std::string& checkpoint_dir);
+
 // N for ".../checkpoint-N", or -1.
 int64_t checkpoint_step(const std::string& path);
 

@@ -84,13 +84,12 @@ void Trainer::prepare_output_dir() {
     // Replace what a previous run wrote; leave anything else the user keeps there.
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
-      if (checkpoint_step(entry.path().string()) >= 0 || name.rfind(".tmp-checkpoint-", 0) == 0 || name == "metrics.jsonl" ||
-          name == "run_config.yaml") {
-        fs::remove_all(entry.path());
-      }
+      if (checkpoint_step(entry.path().string()) >= 0) remove_checkpoint(entry.path().string());
+      if (name == "metrics.jsonl" || name == "run_config.yaml") fs::remove(entry.path());
     }
   }
   fs::create_directories(dir);
+  remove_stale_checkpoint_files(args_.output_dir);
 }
 
 void Trainer::print_header() const {
@@ -237,12 +236,6 @@ int Trainer::train() {
   if (world_size != nullptr && std::string(world_size) != "1") {
     throw UserError("WORLD_SIZE=" + std::string(world_size) + ": distributed training is not available in this build of trainc; run one process");
   }
-  prepare_output_dir();
-  config_yaml_ = to_yaml_text(config_);
-  {
-    std::ofstream(fs::path(args_.output_dir) / "run_config.yaml") << config_yaml_;
-  }
-
   torch::manual_seed(static_cast<uint64_t>(args_.seed));
   data_seed_ = static_cast<uint64_t>(args_.data_seed.value_or(args_.seed));
   data_ = load_data(config_.data, config_.model, args_.seed);
@@ -263,6 +256,7 @@ int Trainer::train() {
   state_.eval_steps = plan_.eval_steps;
   state_.save_steps = plan_.save_steps;
 
+  // Everything is checked before the output directory is touched: a run that fails here leaves it as it was.
   std::optional<std::string> resume_dir;
   if (args_.resume_from_checkpoint) {
     resume_dir = *args_.resume_from_checkpoint == "true" ? newest_checkpoint(args_.output_dir) : args_.resume_from_checkpoint;
@@ -274,6 +268,9 @@ int Trainer::train() {
     state_ = load_training_state(*resume_dir, *optimizer_);
     state_.max_steps = plan_.total_steps;
   }
+  prepare_output_dir();
+  config_yaml_ = to_yaml_text(config_);
+  std::ofstream(fs::path(args_.output_dir) / "run_config.yaml") << config_yaml_;
   configure_logging(args_.log_level);
   reporter_ = std::make_unique<Reporter>((fs::path(args_.output_dir) / "metrics.jsonl").string(), false, args_.disable_tqdm);
   for (const auto& event : state_.log_history) reporter_->record(event);  // metrics.jsonl as of the checkpoint

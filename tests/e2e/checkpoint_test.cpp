@@ -1,0 +1,202 @@
+// Checkpoints: exact resume, interrupts, kills in the middle of a save, and checkpoints that do
+// not fit or are damaged.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+#include <filesystem>
+#include <thread>
+
+#include "support/checkpoints.h"
+#include "support/command.h"
+
+using namespace trainc::test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A small GPT with dropout, so resuming must also restore the RNG state to match.
+std::string resume_config(const ScratchDir& dir, int64_t max_steps, int64_t save_steps) {
+  return dir.write("run.yaml",
+                   "model: {name: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 64, dropout: 0.1}\n"
+                   "data: {kind: synthetic, num_samples: 40}\n"
+                   "per_device_train_batch_size: 4\ngradient_accumulation_steps: 2\nlearning_rate: 3e-3\n"
+                   "lr_scheduler_type: cosine\nwarmup_steps: 2\nlogging_steps: 1\n"
+                   "max_steps: " + std::to_string(max_steps) + "\nsave_steps: " + std::to_string(save_steps) + "\n");
+}
+
+// Starts trainc in the background; returns its pid.
+pid_t spawn_trainc(const std::string& arguments, const std::string& log_path) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    const std::string command = "exec " + std::string(TRAINC_BINARY) + " " + arguments + " >" + log_path + " 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool wait_for(const std::function<bool()>& condition, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a run resumed at step k ends with weights bit-identical to an uninterrupted run", "[e2e][checkpoint]") {
+  ScratchDir dir;
+  const std::string config = resume_config(dir, 16, 6);  // epochs of 5 steps: resuming mid-epoch
+  const CommandResult full = run_trainc("--config " + config + " --output-dir " + dir.file("full"));
+  INFO(full.out << full.err);
+  REQUIRE(full.exit_code == 0);
+
+  fs::create_directories(dir.file("resumed"));
+  fs::copy(dir.file("full/checkpoint-6"), dir.file("resumed/checkpoint-6"), fs::copy_options::recursive);
+  const CommandResult resumed = run_trainc("--config " + config + " --output-dir " + dir.file("resumed") +
+                                           " --resume-from-checkpoint true");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Contains("resumed from"));
+  CHECK(checkpoints_identical(dir.file("full/checkpoint-16"), dir.file("resumed/checkpoint-16")));
+  // The control: starting over (no resume) from different weights is not identical.
+  CHECK_FALSE(checkpoints_identical(dir.file("full/checkpoint-12"), dir.file("full/checkpoint-16")));
+  // metrics.jsonl continues the history of the checkpoint instead of repeating it.
+  CHECK(read_text(dir.file("resumed/metrics.jsonl")).find("\"step\":7") != std::string::npos);
+}
+
+TEST_CASE("SIGINT finishes the step, saves, exits 130, and the run resumes to the same weights", "[e2e][checkpoint]") {
+  ScratchDir dir;
+  const std::string config = resume_config(dir, 400, 1000);
+  REQUIRE(run_trainc("--config " + config + " --output-dir " + dir.file("full") + " --max-steps 400").exit_code == 0);
+
+  const pid_t pid = spawn_trainc("--config " + config + " --output-dir " + dir.file("stopped"), dir.file("log"));
+  REQUIRE(wait_for([&] { return read_text(dir.file("log")).find("step 20/") != std::string::npos; }, 60));
+  kill(pid, SIGINT);
+  const int code = wait_exit_code(pid);
+  INFO(read_text(dir.file("log")));
+  REQUIRE(code == 130);
+  CHECK_THAT(read_text(dir.file("log")), Contains("resume with --resume-from-checkpoint true"));
+  const CommandResult resumed = run_trainc("--config " + config + " --output-dir " + dir.file("stopped") +
+                                           " --resume-from-checkpoint true");
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(checkpoints_identical(dir.file("full/checkpoint-400"), dir.file("stopped/checkpoint-400")));
+}
+
+TEST_CASE("a kill during saves never leaves a broken checkpoint-N", "[e2e][checkpoint]") {
+  ScratchDir dir;
+  // A save every step, on a model large enough that a save takes a while.
+  const std::string config =
+      dir.write("run.yaml",
+                "model: {name: mlp, input_size: 64, hidden_sizes: [1024, 1024], num_classes: 4}\n"
+                "data: {kind: synthetic, num_samples: 4096}\nmax_steps: 100000\nsave_steps: 1\nsave_total_limit: 3\n");
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const pid_t pid = spawn_trainc("--config " + config + " --output-dir " + dir.file("out") +
+                                       (attempt == 0 ? " --overwrite-output-dir" : " --resume-from-checkpoint true"),
+                                   dir.file("log"));
+    const int64_t wait_ms = 200 + 137 * attempt;
+    REQUIRE(wait_for([&] { return read_text(dir.file("log")).find("saved") != std::string::npos; }, 60));
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    kill(pid, SIGKILL);
+    wait_exit_code(pid);
+    // Every checkpoint-N present is complete and loads; temporary directories never count.
+    for (const auto& entry : fs::directory_iterator(dir.file("out"))) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("checkpoint-", 0) != 0) continue;
+      INFO(name);
+      CHECK(fs::exists(entry.path() / "trainc_checkpoint.json"));
+      CHECK(fs::exists(entry.path() / "optimizer.pt"));
+      CHECK(checkpoints_identical(entry.path().string(), entry.path().string()));
+    }
+  }
+  const CommandResult resumed = run_trainc("--config " + config + " --output-dir " + dir.file("out") +
+                                           " --resume-from-checkpoint true --max-steps 1");
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.exit_code == 0);
+}
+
+TEST_CASE("checkpoints that do not fit or are damaged get a clear error and stay untouched", "[e2e][checkpoint]") {
+  ScratchDir dir;
+  const std::string config = dir.write("run.yaml",
+                                       "model: {name: mlp, input_size: 8, hidden_sizes: [16], num_classes: 3}\n"
+                                       "data: {kind: synthetic, num_samples: 64}\nmax_steps: 4\nsave_steps: 2\n"
+                                       "eval_strategy: no\nper_device_train_batch_size: 8\n");
+  REQUIRE(run_trainc("--config " + config + " --output-dir " + dir.file("out")).exit_code == 0);
+  const std::string checkpoint = dir.file("out/checkpoint-4");
+
+  SECTION("a different model") {
+    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") +
+                                            " --model.hidden-sizes 32 --resume-from-checkpoint " + checkpoint);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(checkpoint + "/model.pt: tensor 'layers.0.weight' has shape [16, 8], the model expects [32, 8]"));
+  }
+  SECTION("a truncated weights file") {
+    const std::string weights = read_text(checkpoint + "/model.pt");
+    std::ofstream(checkpoint + "/model.pt", std::ios::binary) << weights.substr(0, weights.size() / 2);
+    const CommandResult result =
+        run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint true");
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(checkpoint + "/model.pt: cannot read (truncated or not written by trainc)"));
+    CHECK(fs::exists(dir.file("out/checkpoint-2/model.pt")));  // nothing was overwritten
+  }
+  SECTION("a newer format version") {
+    std::ofstream(checkpoint + "/trainc_checkpoint.json") << R"({"format": "trainc-checkpoint", "format_version": 99})";
+    const CommandResult result =
+        run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint " + checkpoint);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains("checkpoint format version 99, this trainc reads version 1"));
+  }
+  SECTION("no checkpoint to resume") {
+    const CommandResult result =
+        run_trainc("--config " + config + " --output-dir " + dir.file("empty") + " --resume-from-checkpoint true");
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains("holds no complete checkpoint"));
+  }
+}
+
+TEST_CASE("save_total_limit keeps the newest checkpoints", "[e2e][checkpoint]") {
+  ScratchDir dir;
+  const std::string config = dir.write("run.yaml", "model: {name: mlp, input_size: 8, hidden_sizes: [16], num_classes: 3}\n"
+                                                   "data: {kind: synthetic, num_samples: 64}\neval_strategy: no\n");
+  const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") +
+                                          " --max-steps 8 --save-steps 2 --save-total-limit 2 --per-device-train-batch-size 8");
+  REQUIRE(result.exit_code == 0);
+  CHECK_FALSE(fs::exists(dir.file("out/checkpoint-4")));
+  CHECK(fs::exists(dir.file("out/checkpoint-6")));
+  CHECK(fs::exists(dir.file("out/checkpoint-8")));
+}
+
+TEST_CASE("load_best_model_at_end tracks the best checkpoint", "[e2e][checkpoint]") {
+  ScratchDir dir;
+  const std::string config = dir.write("run.yaml", "model: {name: mlp, input_size: 8, hidden_sizes: [16], num_classes: 3}\n"
+                                                   "data: {kind: synthetic, num_samples: 256}\n");
+  const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") +
+                                          " --max-steps 12 --save-steps 4"
+                                          " --eval-strategy steps --eval-steps 4 --load-best-model-at-end"
+                                          " --metric-for-best-model accuracy --save-total-limit 1 --learning-rate 1e-3");
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("loaded the best model (accuracy"));
+  const auto state = nlohmann::json::parse(read_text(dir.file("out/checkpoint-12/trainer_state.json")));
+  REQUIRE(state["best_model_checkpoint"].is_string());
+  CHECK(fs::exists(state["best_model_checkpoint"].get<std::string>()));
+}

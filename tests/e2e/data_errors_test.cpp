@@ -1,0 +1,92 @@
+// Bad data files: each a clear error (exit 2) naming the file and where it is wrong.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "support/command.h"
+#include "support/data_files.h"
+
+using namespace trainc::test;
+using Catch::Matchers::Contains;
+
+namespace {
+CommandResult train(const ScratchDir& dir, const std::string& yaml) {
+  const std::string config = dir.write("run.yaml", "max_steps: 2\neval_strategy: no\noverwrite_output_dir: true\noutput_dir: " +
+                                                   dir.file("out") + "\n" + yaml);
+  return run_trainc("--config " + config);
+}
+const std::string kGpt = "model: {name: gpt, n_layer: 1, n_head: 2, n_embd: 16, block_size: 8, vocab_size: 100}\n";
+}  // namespace
+
+TEST_CASE("a truncated token file", "[e2e][data]") {
+  ScratchDir dir;
+  write_tokens(dir.file("train.bin"), 1000, 100, true);
+  const std::string bytes = read_text(dir.file("train.bin"));
+  std::ofstream(dir.file("train.bin"), std::ios::binary) << bytes.substr(0, bytes.size() - 100);
+  const CommandResult result = train(dir, kGpt + "data: {kind: tokens, train_path: " + dir.file("train.bin") + "}\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.file("train.bin") + ": truncated: the llm.c header announces 1000 tokens"));
+
+  std::ofstream(dir.file("odd.bin"), std::ios::binary) << std::string(101, 'x');
+  const CommandResult odd = train(dir, kGpt + "data: {kind: tokens, train_path: " + dir.file("odd.bin") + "}\n");
+  CHECK(odd.exit_code == 2);
+  CHECK_THAT(odd.err, Contains(dir.file("odd.bin") + ": 101 bytes is not a whole number of uint16 tokens"));
+}
+
+TEST_CASE("tokens outside the vocabulary", "[e2e][data]") {
+  ScratchDir dir;
+  write_tokens(dir.file("train.bin"), 1000, 300, false);
+  const CommandResult result = train(dir, kGpt + "data: {kind: tokens, train_path: " + dir.file("train.bin") + "}\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("is not below model.vocab_size (100)"));
+}
+
+TEST_CASE("an IDX file with the wrong magic number", "[e2e][data]") {
+  ScratchDir dir;
+  write_idx_images(dir.file("images"), 10, false, 0x00000801);
+  write_idx_labels(dir.file("labels"), 10, false);
+  const CommandResult result = train(dir, "data: {kind: idx, train_path: " + dir.file("images") + ", train_labels_path: " +
+                                              dir.file("labels") + "}\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.file("images") + ": not an IDX images file: magic number 0x00000801, expected 0x00000803"));
+}
+
+TEST_CASE("an IDX file cut short", "[e2e][data]") {
+  ScratchDir dir;
+  write_idx_images(dir.file("images"), 10, false);
+  const std::string bytes = read_text(dir.file("images"));
+  std::ofstream(dir.file("images"), std::ios::binary) << bytes.substr(0, 2000);
+  write_idx_labels(dir.file("labels"), 10, false);
+  const CommandResult result = train(dir, "data: {kind: idx, train_path: " + dir.file("images") + ", train_labels_path: " +
+                                              dir.file("labels") + "}\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.file("images") + ": truncated: 10 images needs 7840 bytes"));
+}
+
+TEST_CASE("a CSV with a non-numeric cell", "[e2e][data]") {
+  ScratchDir dir;
+  dir.write("train.csv", "a,b,label\n1,2,0\n3,x7,1\n");
+  const CommandResult result = train(dir, "model: {name: mlp, input_size: 2, num_classes: 2}\n"
+                                          "data: {kind: csv, train_path: " + dir.file("train.csv") + "}\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.file("train.csv") + ":3: column 'b': got \"x7\", expected a number"));
+}
+
+TEST_CASE("CSV shape problems", "[e2e][data]") {
+  ScratchDir dir;
+  dir.write("train.csv", "a,b,label\n1,2,0\n3,4\n");
+  CommandResult result = train(dir, "model: {name: mlp, input_size: 2, num_classes: 2}\n"
+                                    "data: {kind: csv, train_path: " + dir.file("train.csv") + "}\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(":3: 2 cells, expected 3"));
+  dir.write("nolabel.csv", "a,b,c\n1,2,0\n");
+  result = train(dir, "model: {name: mlp, input_size: 2, num_classes: 2}\ndata: {kind: csv, train_path: " +
+                          dir.file("nolabel.csv") + "}\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("no column named 'label' (data.label_column); the header has: a, b, c"));
+  dir.write("wide.csv", "a,b,c,label\n1,2,3,0\n1,2,3,1\n");
+  result = train(dir, "model: {name: mlp, input_size: 2, num_classes: 2}\ndata: {kind: csv, train_path: " +
+                          dir.file("wide.csv") + "}\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("model.input_size: got 2, but the data has 3 features per sample"));
+}

@@ -1,0 +1,206 @@
+// The real binary trains every model on every data kind at small sizes, and writes the metrics,
+// checkpoints and resolved config a user expects.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <sstream>
+
+#include "support/command.h"
+#include "support/data_files.h"
+
+using namespace trainc::test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kFastRun =
+    "max_steps: 6\nlogging_steps: 2\nsave_steps: 3\nper_device_train_batch_size: 4\nper_device_eval_batch_size: 8\n"
+    "eval_strategy: steps\neval_steps: 3\nlearning_rate: 1e-3\n";
+
+// A small synthetic classification run; tests add the flags they are about.
+std::string synthetic_config(const ScratchDir& dir) {
+  return dir.write("synthetic.yaml",
+                   "model: {name: mlp, input_size: 8, hidden_sizes: [16], num_classes: 3}\n"
+                   "data: {kind: synthetic, num_samples: 256}\nper_device_train_batch_size: 8\neval_strategy: no\n");
+}
+
+std::vector<nlohmann::json> read_metrics(const std::string& output_dir) {
+  std::vector<nlohmann::json> events;
+  std::istringstream lines(read_text(output_dir + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
+  return events;
+}
+
+// Trains with `yaml` in a fresh output_dir and checks the common outputs.
+void check_trains(const ScratchDir& dir, const std::string& yaml, const std::string& eval_metric) {
+  const std::string out = dir.file("out");
+  const std::string config = dir.write("run.yaml", kFastRun + "output_dir: " + out + "\n" + yaml);
+  const CommandResult result = run_trainc("--config " + config);
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("step 6/6"));
+  CHECK(fs::exists(out + "/checkpoint-3/model.pt"));
+  CHECK(fs::exists(out + "/checkpoint-6/optimizer.pt"));
+  CHECK(fs::exists(out + "/checkpoint-6/trainer_state.json"));
+  CHECK(fs::exists(out + "/run_config.yaml"));
+  const auto events = read_metrics(out);
+  REQUIRE_FALSE(events.empty());
+  bool saw_step = false, saw_eval = false, saw_summary = false;
+  for (const auto& event : events) {
+    if (event.contains("loss")) {
+      saw_step = true;
+      for (const char* key : {"step", "epoch", "learning_rate", "grad_norm", "samples_per_second", "step_time_ms"}) {
+        CHECK(event.contains(key));
+      }
+      CHECK(std::isfinite(event["loss"].get<double>()));
+    }
+    if (event.contains("eval_loss")) saw_eval = event.contains(eval_metric);
+    if (event.contains("train_runtime")) {
+      saw_summary = event.contains("train_samples_per_second") && event.contains("train_steps_per_second") &&
+                    event.contains("train_loss");
+    }
+  }
+  CHECK(saw_step);
+  CHECK(saw_eval);
+  CHECK(saw_summary);
+  const nlohmann::json state = nlohmann::json::parse(read_text(out + "/checkpoint-6/trainer_state.json"));
+  CHECK(state["global_step"] == 6);
+  CHECK(state["log_history"].size() >= 4);
+}
+
+}  // namespace
+
+TEST_CASE("mlp trains on csv data", "[e2e][train]") {
+  ScratchDir dir;
+  write_csv(dir.file("train.csv"), 64, 5);
+  check_trains(dir, "model: {name: mlp, input_size: 5, hidden_sizes: [16], num_classes: 2}\n"
+               "data: {kind: csv, train_path: " + dir.file("train.csv") + ", validation_split: 0.25}\n", "eval_accuracy");
+}
+
+TEST_CASE("mlp and cnn train on IDX files, gzip'd and raw", "[e2e][train]") {
+  ScratchDir dir;
+  write_idx_images(dir.file("images.gz"), 40, true);
+  write_idx_labels(dir.file("labels.gz"), 40, true);
+  write_idx_images(dir.file("eval-images"), 16, false);
+  write_idx_labels(dir.file("eval-labels"), 16, false);
+  const std::string data = "data: {kind: idx, train_path: " + dir.file("images.gz") + ", train_labels_path: " +
+                           dir.file("labels.gz") + ", eval_path: " + dir.file("eval-images") + ", eval_labels_path: " +
+                           dir.file("eval-labels") + "}\n";
+  SECTION("mlp") { check_trains(dir, "model: {name: mlp, hidden_sizes: [32]}\n" + data, "eval_accuracy"); }
+  SECTION("cnn") { check_trains(dir, "model: {name: cnn, channels: [4, 8]}\n" + data, "eval_accuracy"); }
+}
+
+TEST_CASE("gpt trains on token files, text and synthetic tokens", "[e2e][train]") {
+  ScratchDir dir;
+  const std::string model = "model: {name: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 300}\n";
+  SECTION("nanoGPT uint16 tokens") {
+    write_tokens(dir.file("train.bin"), 2000, 300, false);
+    check_trains(dir, model + "data: {kind: tokens, train_path: " + dir.file("train.bin") + "}\n", "eval_perplexity");
+  }
+  SECTION("llm.c tokens with a header") {
+    write_tokens(dir.file("train.bin"), 2000, 300, true);
+    write_tokens(dir.file("val.bin"), 500, 300, true);
+    check_trains(dir, model + "data: {kind: tokens, train_path: " + dir.file("train.bin") + ", eval_path: " + dir.file("val.bin") + "}\n",
+                 "eval_perplexity");
+  }
+  SECTION("text, byte-level") {
+    check_trains(dir, model + "data: {kind: text, train_path: /usr/share/common-licenses/GPL-3, block_size: 16}\n", "eval_perplexity");
+  }
+  SECTION("synthetic tokens, gradient checkpointing and bf16 autocast") {
+    check_trains(dir, model + "data: {kind: synthetic, num_samples: 64}\ngradient_checkpointing: true\nbf16: true\n",
+                 "eval_perplexity");
+  }
+}
+
+TEST_CASE("a TorchScript module written by Python trains and checkpoints", "[e2e][train]") {
+  ScratchDir dir;
+  const std::string model_path = dir.file("model.pt");
+  const std::string script = dir.write("make_model.py",
+                                       "import torch\n"
+                                       "class Net(torch.nn.Module):\n"
+                                       "    def __init__(self):\n"
+                                       "        super().__init__()\n"
+                                       "        self.hidden = torch.nn.Linear(5, 16)\n"
+                                       "        self.out = torch.nn.Linear(16, 2)\n"
+                                       "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+                                       "        return self.out(torch.relu(self.hidden(x)))\n"
+                                       "torch.jit.save(torch.jit.script(Net()), '" + model_path + "')\n");
+  const CommandResult made = run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  write_csv(dir.file("train.csv"), 64, 5);
+  check_trains(dir, "model: {name: torchscript, path: " + model_path + ", num_classes: 2}\n"
+               "data: {kind: csv, train_path: " + dir.file("train.csv") + ", validation_split: 0.25}\n", "eval_accuracy");
+}
+
+TEST_CASE("the quickstart reaches 85% test accuracy on Fashion-MNIST and prints it", "[e2e][train][quickstart]") {
+  ScratchDir dir;
+  const CommandResult result = run_trainc("--output-dir " + dir.file("out"));
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("final eval"));
+  double best_accuracy = 0.0;
+  for (const auto& event : read_metrics(dir.file("out"))) {
+    if (event.contains("eval_accuracy")) best_accuracy = event["eval_accuracy"].get<double>();
+  }
+  CHECK(best_accuracy >= 0.85);
+}
+
+TEST_CASE("the same seed gives the same weights, with or without prefetching workers", "[e2e][train]") {
+  ScratchDir dir;
+  write_csv(dir.file("train.csv"), 64, 5);
+  const std::string yaml = "model: {name: mlp, input_size: 5, hidden_sizes: [16], num_classes: 2, dropout: 0.2}\n"
+                           "data: {kind: csv, train_path: " + dir.file("train.csv") + "}\n" + kFastRun + "eval_strategy: no\n";
+  const std::string config = dir.write("run.yaml", yaml);
+  REQUIRE(run_trainc("--config " + config + " --output-dir " + dir.file("a")).exit_code == 0);
+  REQUIRE(run_trainc("--config " + config + " --output-dir " + dir.file("b") + " --dataloader-num-workers 2").exit_code == 0);
+  CHECK(read_text(dir.file("a/checkpoint-6/model.pt")) == read_text(dir.file("b/checkpoint-6/model.pt")));
+  REQUIRE(run_trainc("--config " + config + " --output-dir " + dir.file("c") + " --seed 7").exit_code == 0);
+  CHECK(read_text(dir.file("a/checkpoint-6/model.pt")) != read_text(dir.file("c/checkpoint-6/model.pt")));
+}
+
+TEST_CASE("a non-empty output_dir is refused unless overwriting or resuming", "[e2e][train]") {
+  ScratchDir dir;
+  dir.write("out/notes.txt", "keep me");
+  const std::string config = synthetic_config(dir);
+  const CommandResult refused = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --max-steps 1");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Contains("output_dir: " + dir.file("out") + " is not empty"));
+  const CommandResult allowed =
+      run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --max-steps 2 --overwrite-output-dir");
+  INFO(allowed.err);
+  CHECK(allowed.exit_code == 0);
+  CHECK(read_text(dir.file("out/notes.txt")) == "keep me");
+}
+
+TEST_CASE("a non-finite loss stops the run naming the step", "[e2e][train]") {
+  ScratchDir dir;
+  const CommandResult result =
+      run_trainc("--config " + synthetic_config(dir) + " --output-dir " + dir.file("out") +
+                 " --optim sgd --learning-rate 1e30 --max-grad-norm 0 --max-steps 50 --logging-steps 1");
+  CHECK(result.exit_code == 1);
+  CHECK_THAT(result.err, Contains("non-finite loss"));
+  CHECK_THAT(result.err, Contains("at step"));
+}
+
+TEST_CASE("unsupported settings fail before training with a clear message", "[e2e][train]") {
+  ScratchDir dir;
+  const std::string base = "--config " + synthetic_config(dir) + " --output-dir " + dir.file("out") + " --max-steps 1 ";
+  CommandResult result = run_trainc(base + "--fp16");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("fp16: float16 autocast needs a CUDA GPU"));
+  result = run_trainc(base + "--tf32 true");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("tf32: true needs an Ampere or newer NVIDIA GPU"));
+  result = run_trainc(base + "--data.kind csv --data.train-path /nonexistent.csv --data.num-samples 1");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("data.num_samples: not read by data.kind csv"));
+  result = run_trainc(base + "--model.name gpt --model.n-layer 1 --model.n-embd 16 --model.n-head 2 --model.block-size 8"
+                             " --model.vocab-size 10");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(": not read by model.name gpt; it applies to mlp"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("out")));  // nothing written by runs that never started
+}

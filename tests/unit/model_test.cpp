@@ -1,0 +1,136 @@
+// Models, loss, optimizer groups and datasets against eager LibTorch computed another way.
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include "trainc/data/batch_loader.h"
+#include "trainc/data/dataset.h"
+#include "trainc/models/model.h"
+#include "trainc/train/loss.h"
+#include "trainc/train/optimizer.h"
+
+using namespace trainc;
+
+namespace {
+
+ModelConfig small_gpt(double dropout) {
+  ModelConfig config;
+  config.name = "gpt";
+  config.n_layer = 2;
+  config.n_head = 2;
+  config.n_embd = 16;
+  config.block_size = 8;
+  config.vocab_size = 50;
+  config.dropout = dropout;
+  return config;
+}
+
+// Loss and gradients of one forward/backward, with the model built from `seed`.
+std::pair<torch::Tensor, std::vector<torch::Tensor>> loss_and_grads(const ModelConfig& config, bool checkpointing,
+                                                                     const torch::Tensor& tokens, uint64_t seed) {
+  torch::manual_seed(seed);
+  auto model = make_model(config, {true, {config.block_size}}, checkpointing);
+  model->set_training(true);
+  torch::manual_seed(seed + 1);  // the same dropout masks in both runs
+  const torch::Tensor logits = model->forward(tokens.slice(1, 0, config.block_size));
+  const torch::Tensor loss = cross_entropy_loss(logits, tokens.slice(1, 1, config.block_size + 1), 0.0);
+  loss.backward();
+  std::vector<torch::Tensor> grads;
+  for (const auto& item : model->named_parameters()) grads.push_back(item.second.grad().clone());
+  return {loss.detach(), grads};
+}
+
+}  // namespace
+
+TEST_CASE("gradient checkpointing gives eager's loss and gradients (float32, 1e-5)", "[unit][model]") {
+  const ModelConfig config = small_gpt(0.2);
+  const torch::Tensor tokens = torch::randint(config.vocab_size, {3, config.block_size + 1}, torch::kLong);
+  const auto [loss, grads] = loss_and_grads(config, false, tokens, 11);
+  const auto [loss_recomputed, grads_recomputed] = loss_and_grads(config, true, tokens, 11);
+  CHECK(torch::allclose(loss, loss_recomputed, 1e-5, 1e-6));
+  REQUIRE(grads.size() == grads_recomputed.size());
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(torch::allclose(grads[i], grads_recomputed[i], 1e-5, 1e-6));
+  }
+}
+
+TEST_CASE("gpt: tied head, causal attention and GPT-2 124M's parameter count", "[unit][model]") {
+  ModelConfig config = small_gpt(0.0);
+  torch::manual_seed(0);
+  auto model = make_model(config, {true, {config.block_size}}, false);
+  model->set_training(false);
+  // Causality: changing a later token never changes earlier logits.
+  torch::Tensor tokens = torch::randint(config.vocab_size, {1, config.block_size}, torch::kLong);
+  const torch::Tensor before = model->forward(tokens);
+  tokens[0][config.block_size - 1] = (tokens[0][config.block_size - 1].item<int64_t>() + 1) % config.vocab_size;
+  const torch::Tensor after = model->forward(tokens);
+  using torch::indexing::Slice;
+  CHECK(torch::allclose(before.index({Slice(), Slice(0, -1)}), after.index({Slice(), Slice(0, -1)})));
+  CHECK_FALSE(torch::allclose(before.index({Slice(), -1}), after.index({Slice(), -1})));
+
+  ModelConfig gpt2;
+  gpt2.name = "gpt";
+  torch::NoGradGuard no_grad;
+  auto big = make_model(gpt2, {true, {1024}}, false);
+  CHECK(big->parameter_count() == 124439808);  // GPT-2 small with a tied head
+}
+
+TEST_CASE("cross-entropy with label smoothing matches the formula", "[unit][loss]") {
+  const torch::Tensor logits = torch::randn({6, 5}, torch::kDouble);
+  const torch::Tensor targets = torch::randint(5, {6}, torch::kLong);
+  const double smoothing = 0.1;
+  const torch::Tensor log_probs = torch::log_softmax(logits, 1);
+  const torch::Tensor nll = -log_probs.gather(1, targets.unsqueeze(1)).squeeze(1);
+  const torch::Tensor uniform = -log_probs.mean(1);
+  const torch::Tensor expected = ((1 - smoothing) * nll + smoothing * uniform).mean();
+  CHECK(cross_entropy_loss(logits.to(torch::kFloat), targets, smoothing).item<double>() ==
+        Approx(expected.item<double>()).epsilon(1e-5));
+}
+
+TEST_CASE("weight decay skips biases and normalization weights", "[unit][optimizer]") {
+  TrainingArguments args;
+  args.weight_decay = 0.1;
+  auto model = make_model(small_gpt(0.0), {true, {8}}, false);
+  auto optimizer = make_optimizer(args, *model);
+  REQUIRE(optimizer->param_groups().size() == 2);
+  const auto& decay = static_cast<const torch::optim::AdamWOptions&>(optimizer->param_groups()[0].options());
+  const auto& no_decay = static_cast<const torch::optim::AdamWOptions&>(optimizer->param_groups()[1].options());
+  CHECK(decay.weight_decay() == 0.1);
+  CHECK(no_decay.weight_decay() == 0.0);
+  for (const auto& p : optimizer->param_groups()[0].params()) CHECK(p.dim() >= 2);
+  for (const auto& p : optimizer->param_groups()[1].params()) CHECK(p.dim() < 2);
+  set_learning_rate(*optimizer, 0.5);
+  CHECK(optimizer->param_groups()[1].options().get_lr() == 0.5);
+}
+
+TEST_CASE("token windows: targets are inputs shifted by one; epochs are seeded", "[unit][data]") {
+  const torch::Tensor tokens = torch::arange(100, torch::kLong);
+  TokenWindowDataset dataset(tokens, 8);
+  CHECK(dataset.size() == 12);
+  const Batch batch = dataset.get({0, 40});
+  CHECK(torch::equal(batch.inputs[1], torch::arange(40, 48, torch::kLong)));
+  CHECK(torch::equal(batch.targets[1], torch::arange(41, 49, torch::kLong)));
+  CHECK(dataset.epoch_order(1, 0) == dataset.epoch_order(1, 0));
+  CHECK(dataset.epoch_order(1, 0) != dataset.epoch_order(1, 1));
+  CHECK(dataset.epoch_order(1, 0) != dataset.epoch_order(2, 0));
+  for (int64_t start : dataset.epoch_order(3, 5)) CHECK((start >= 0 && start <= 100 - 9));
+}
+
+TEST_CASE("prefetching workers hand out the same batches in the same order", "[unit][data]") {
+  TensorDataset dataset(torch::randn({37, 3}), torch::arange(37, torch::kLong));
+  const std::vector<int64_t> order = dataset.epoch_order(5, 0);
+  for (bool drop_last : {false, true}) {
+    BatchLoader plain(dataset, order, 4, drop_last, 1, 0, torch::kCPU);
+    BatchLoader prefetched(dataset, order, 4, drop_last, 1, 3, torch::kCPU);
+    int64_t batches = 0;
+    while (auto expected = plain.next()) {
+      auto got = prefetched.next();
+      REQUIRE(got.has_value());
+      CHECK(torch::equal(expected->targets, got->targets));
+      ++batches;
+    }
+    CHECK_FALSE(prefetched.next().has_value());
+    CHECK(batches == (drop_last ? 8 : 9));  // batch 0 skipped, as a resumed epoch does
+  }
+}
