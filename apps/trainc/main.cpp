@@ -12,6 +12,7 @@
 #include "trainc/common/error.h"
 #include "trainc/config/emit.h"
 #include "trainc/config/fields.h"
+#include "trainc/config/reference.h"
 #include "trainc/config/resolve.h"
 #include "trainc/train/run.h"
 
@@ -45,6 +46,8 @@ int run(int argc, char** argv) {
   bool print_config = false;
   app.add_option("--config", config_path, "YAML run config; without it, the built-in quickstart config");
   app.add_flag("--print-config", print_config, "Print the fully resolved config as YAML and exit");
+  bool print_reference = false;
+  app.add_flag("--print-config-reference", print_reference, "Print the config reference (docs/config.md) and exit");
 
   std::map<const trainc::FieldInfo*, CLI::Option*> field_options;
   for (const trainc::FieldInfo& field : trainc::config_fields()) {
@@ -69,6 +72,11 @@ int run(int argc, char** argv) {
     return app.exit(help);
   } catch (const CLI::ParseError& error) {
     throw trainc::UserError(error.what());
+  }
+
+  if (print_reference) {
+    std::cout << trainc::config_reference_markdown();
+    return trainc::kExitOk;
   }
 
   std::vector<trainc::CommandLineOverride> overrides;

@@ -18,7 +18,7 @@ TEST_CASE("trainc --help lists every field with its default", "[e2e][cli]") {
   CHECK_THAT(result.out, Contains("--print-config"));
 }
 
-TEST_CASE("--print-config prints the resolved config with overrides applied", "[e2e][cli]") {
+TEST_CASE("print-config prints the resolved config with overrides applied", "[e2e][cli]") {
   ScratchDir dir;
   const std::string config = dir.write("run.yaml", "learning_rate: 1e-3\nmodel: {name: mlp, input_size: 4, hidden_sizes: [8]}\n");
   const CommandResult result =
@@ -82,4 +82,14 @@ TEST_CASE("bad values and missing files exit 2 with one line on stderr", "[e2e][
   result = run_trainc("--print-config stray");
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains("unexpected argument 'stray'"));
+}
+
+TEST_CASE("docs/config.md is the reference generated from the field tables", "[e2e][cli][docs]") {
+  const CommandResult result = run_trainc("--print-config-reference");
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("| `learning_rate` | float | `5e-05` |"));
+  CHECK_THAT(result.out, Contains("| `model.n_layer` | int | `12` |"));
+  const std::string committed = read_text(std::string(TRAINC_SOURCE_DIR) + "/docs/config.md");
+  INFO("regenerate with: build/trainc --print-config-reference > docs/config.md");
+  CHECK(committed == result.out);
 }

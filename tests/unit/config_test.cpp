@@ -114,7 +114,7 @@ TEST_CASE("precedence: defaults < YAML < command line", "[config]") {
   CHECK(config.model.hidden_sizes == IntList{16});
 }
 
-TEST_CASE("a boolean flag alone means true; an explicit value is honoured", "[config]") {
+TEST_CASE("a boolean flag alone means true and an explicit value is honoured", "[config]") {
   CHECK(from_yaml("", {{"--bf16", std::nullopt}}).args.bf16);
   CHECK(from_yaml("bf16: true", {{"--bf16", "false"}}).args.bf16 == false);
   CHECK(from_yaml("", {{"--tf32", "no"}}).args.tf32 == std::optional<bool>(false));

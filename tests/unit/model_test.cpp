@@ -55,7 +55,7 @@ TEST_CASE("gradient checkpointing gives eager's loss and gradients (float32, 1e-
   }
 }
 
-TEST_CASE("gpt: tied head, causal attention and GPT-2 124M's parameter count", "[unit][model]") {
+TEST_CASE("gpt: tied head, causal attention and the parameter count of GPT-2 124M", "[unit][model]") {
   ModelConfig config = small_gpt(0.0);
   torch::manual_seed(0);
   auto model = make_model(config, {true, {config.block_size}}, false);
@@ -104,7 +104,7 @@ TEST_CASE("weight decay skips biases and normalization weights", "[unit][optimiz
   CHECK(optimizer->param_groups()[1].options().get_lr() == 0.5);
 }
 
-TEST_CASE("token windows: targets are inputs shifted by one; epochs are seeded", "[unit][data]") {
+TEST_CASE("token windows: targets are inputs shifted by one and epochs are seeded", "[unit][data]") {
   const torch::Tensor tokens = torch::arange(100, torch::kLong);
   TokenWindowDataset dataset(tokens, 8);
   CHECK(dataset.size() == 12);

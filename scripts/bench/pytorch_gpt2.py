@@ -1,0 +1,107 @@
+"""The PyTorch peer for trainc's GPU benchmark: a plain PyTorch training loop on the same GPT
+(the layout of lib/trainc/models/gpt.cpp: pre-LayerNorm blocks, tanh GELU, tied head), the same
+batch and precision: bf16 autocast, fused AdamW, gradient clipping at 1.0, synthetic tokens.
+
+Prints one JSON line: median step time of steps 10 onwards, tokens/s, first-step time and peak
+GPU memory. Usage: python3 pytorch_gpt2.py --compile {none,default,reduce-overhead} [--steps 40]
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.attn_proj = nn.Linear(n_embd, n_embd)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.mlp_proj = nn.Linear(4 * n_embd, n_embd)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
+        heads = lambda z: z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        x = x + self.attn_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, block, n_layer, n_head, n_embd):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.wpe = nn.Embedding(block, n_embd)
+        self.h = nn.ModuleList([Block(n_embd, n_head) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.size(1), device=idx.device))
+        for block in self.h:
+            x = block(x)
+        return F.linear(self.ln_f(x), self.wte.weight)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--compile", default="none", choices=["none", "default", "reduce-overhead"])
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--block", type=int, default=1024)
+    parser.add_argument("--n-layer", type=int, default=12)
+    parser.add_argument("--n-head", type=int, default=12)
+    parser.add_argument("--n-embd", type=int, default=768)
+    parser.add_argument("--vocab", type=int, default=50257)
+    args = parser.parse_args()
+
+    torch.manual_seed(42)
+    device = "cuda"
+    model = GPT(args.vocab, args.block, args.n_layer, args.n_head, args.n_embd).to(device)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=6e-4, betas=(0.9, 0.95), fused=True)
+    tokens = torch.randint(args.vocab, (1024 * args.block + 1,))
+
+    def train_step(x, y):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    step = train_step if args.compile == "none" else torch.compile(train_step, mode=args.compile)
+    times = []
+    for i in range(args.steps):
+        starts = torch.randint(len(tokens) - args.block - 1, (args.batch,))
+        window = torch.stack([tokens[s:s + args.block + 1] for s in starts.tolist()]).pin_memory()
+        x = window[:, :-1].to(device, non_blocking=True)
+        y = window[:, 1:].to(device, non_blocking=True)
+        start = time.perf_counter()
+        loss = step(x, y)
+        loss.item()  # one sync a step, as trainc's loss check does
+        times.append(time.perf_counter() - start)
+    median = statistics.median(times[10:])
+    print(json.dumps({"peer": "pytorch", "compile": args.compile, "median_step_ms": 1000 * median,
+                      "tokens_per_second": args.batch * args.block / median, "first_step_s": times[0],
+                      "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9, "final_loss": loss.item()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# On the GPU machine (source .device-deps/env.sh first): build trainc against the PyTorch wheel's
+# LibTorch, run the test suite, then the GPT-2 124M benchmark side by side with the PyTorch peer
+# (scripts/bench/pytorch_gpt2.py), and print a short table last. Logs go to $OUT (default /tmp/trainc-gpu).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/trainc-gpu}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' >> "$OUT/gpu.txt" 2>&1
+
+step() { echo "== $1 ($(date +%T))"; }
+step build
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINC_BUILD_TESTS=ON > "$OUT/cmake.log" 2>&1 &&
+  cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1
+build_rc=$?
+if [[ $build_rc -ne 0 ]]; then tail -40 "$OUT/build.log" "$OUT/cmake.log"; exit 1; fi
+
+step tests
+ctest --test-dir build-gpu -j8 --output-on-failure --timeout 300 > "$OUT/ctest.log" 2>&1
+test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
+
+# Median step time of steps 10 onwards from trainc's per-step records.
+trainc_run() {  # name, extra flags
+  local name=$1; shift
+  step "trainc $name"
+  local start=$(date +%s.%N)
+  build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$name" --logging-steps 1 "$@" \
+    > "$OUT/$name.log" 2>&1
+  local rc=$?
+  python3 - "$OUT/$name/metrics.jsonl" "$name" "$rc" <<'PY' >> "$OUT/results.jsonl"
+import json, statistics, sys
+path, name, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = [json.loads(l) for l in open(path)] if rc == 0 else []
+steps = [r for r in rows if "step_time_ms" in r]
+median = statistics.median(r["step_time_ms"] for r in steps[10:]) if len(steps) > 10 else float("nan")
+print(json.dumps({"peer": "trainc", "compile": name, "rc": rc, "median_step_ms": median,
+                  "tokens_per_second": 16 * 1024 / (median / 1000) if steps else 0,
+                  "first_step_s": steps[0]["step_time_ms"] / 1000 if steps else None}))
+PY
+}
+rm -f "$OUT/results.jsonl"
+trainc_run eager
+for mode in none default; do
+  step "pytorch $mode"
+  timeout 300 python3 scripts/bench/pytorch_gpt2.py --compile "$mode" >> "$OUT/results.jsonl" 2> "$OUT/pytorch_$mode.log"
+done
+
+echo
+cat "$OUT/gpu.txt"
+echo "tests: $test_summary"
+python3 - "$OUT/results.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+base = next((r for r in rows if r["peer"] == "pytorch" and r["compile"] == "none"), None)
+print(f"{'run':<22}{'ms/step':>10}{'tokens/s':>12}{'vs torch eager':>16}{'first step s':>14}{'peak GB':>9}")
+for r in rows:
+    ratio = r["tokens_per_second"] / base["tokens_per_second"] if base and r["tokens_per_second"] else float("nan")
+    peak = r.get("peak_memory_gb")
+    print(f"{r['peer'] + ' ' + r['compile']:<22}{r['median_step_ms']:>10.1f}{r['tokens_per_second']:>12.0f}{ratio:>16.2f}"
+          f"{(r['first_step_s'] or 0):>14.1f}{(peak if peak else float('nan')):>9.1f}")
+PY
