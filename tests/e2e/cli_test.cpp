@@ -93,3 +93,12 @@ TEST_CASE("docs/config.md is the reference generated from the field tables", "[e
   INFO("regenerate with: build/trainc --print-config-reference > docs/config.md");
   CHECK(committed == result.out);
 }
+
+TEST_CASE("every config in configs/ is valid", "[e2e][cli]") {
+  for (const char* name : {"quickstart", "text_lm", "gpt2_124m_synthetic", "annotated"}) {
+    INFO(name);
+    const CommandResult result = run_trainc("--config " + std::string(TRAINC_SOURCE_DIR) + "/configs/" + name + ".yaml --print-config");
+    CHECK(result.exit_code == 0);
+    CHECK(result.err.empty());
+  }
+}

@@ -31,6 +31,12 @@ int64_t resolve_interval(double value, int64_t total_steps) {
   return static_cast<int64_t>(value);
 }
 
+std::string format_count(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.0f", value);
+  return text;
+}
+
 std::string format_number(double value, int precision = 4) {
   std::ostringstream text;
   text.precision(precision);
@@ -168,11 +174,11 @@ void Trainer::log_step(double epoch) {
                           {"learning_rate", learning_rate},
                           {"samples_per_second", samples_per_second},
                           {"step_time_ms", step_time_ms}};
-  std::string throughput = format_number(samples_per_second, 5) + " samples/s";
+  std::string throughput = format_count(samples_per_second) + " samples/s";
   if (data_.language_model) {
     const double tokens_per_second = samples_per_second * static_cast<double>(data_.sample_shape[0]);
     event["tokens_per_second"] = tokens_per_second;
-    throughput = format_number(tokens_per_second, 5) + " tokens/s";
+    throughput = format_count(tokens_per_second) + " tokens/s";
   }
   record(event, epoch);
   reporter_->info("step " + std::to_string(state_.global_step) + "/" + std::to_string(plan_.total_steps) + "  epoch " +
@@ -368,7 +374,7 @@ int Trainer::train() {
                             {"train_loss", steps_this_run_ > 0 ? loss_total_ / static_cast<double>(steps_this_run_) : 0.0}};
   record(summary, state_.epoch);
   reporter_->info("done: " + std::to_string(state_.global_step) + " steps in " + format_number(runtime, 3) + " s, " +
-                  format_number(summary["train_samples_per_second"], 5) + " samples/s, train_loss " +
+                  format_count(summary["train_samples_per_second"]) + " samples/s, train_loss " +
                   format_number(summary["train_loss"]));
   for (auto it = state_.log_history.rbegin(); it != state_.log_history.rend(); ++it) {
     if (!it->contains("eval_loss")) continue;
