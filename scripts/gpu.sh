@@ -20,20 +20,22 @@ step tests
 ctest --test-dir build-gpu -j8 --output-on-failure --timeout 300 > "$OUT/ctest.log" 2>&1
 test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
 
-# Median step time of steps 10 onwards from trainc's per-step records.
+# Median step time over 10-step intervals (steps 12 onwards), from trainc's metrics.jsonl.
 trainc_run() {  # name, extra flags
   local name=$1; shift
   step "trainc $name"
   local start=$(date +%s.%N)
-  build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$name" --logging-steps 1 "$@" \
+  build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$name" --max-steps 41 \
+    --logging-steps 10 --logging-first-step "$@" \
     > "$OUT/$name.log" 2>&1
   local rc=$?
   python3 - "$OUT/$name/metrics.jsonl" "$name" "$rc" <<'PY' >> "$OUT/results.jsonl"
 import json, statistics, sys
 path, name, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rows = [json.loads(l) for l in open(path)] if rc == 0 else []
+# Records: step 1 alone, then one per 10 steps (their mean step time); the first interval warms up.
 steps = [r for r in rows if "step_time_ms" in r]
-median = statistics.median(r["step_time_ms"] for r in steps[10:]) if len(steps) > 10 else float("nan")
+median = statistics.median(r["step_time_ms"] for r in steps[2:]) if len(steps) > 2 else float("nan")
 print(json.dumps({"peer": "trainc", "compile": name, "rc": rc, "median_step_ms": median,
                   "tokens_per_second": 16 * 1024 / (median / 1000) if steps else 0,
                   "first_step_s": steps[0]["step_time_ms"] / 1000 if steps else None}))
@@ -43,8 +45,17 @@ rm -f "$OUT/results.jsonl"
 trainc_run eager
 for mode in none default; do
   step "pytorch $mode"
-  timeout 300 python3 scripts/bench/pytorch_gpt2.py --compile "$mode" >> "$OUT/results.jsonl" 2> "$OUT/pytorch_$mode.log"
+  timeout 300 python3 scripts/bench/pytorch_gpt2.py --compile "$mode" --steps 41 >> "$OUT/results.jsonl" 2> "$OUT/pytorch_$mode.log"
 done
+
+if [[ "${TRAINC_GPU_ASAN:-0}" == 1 ]]; then
+  step "asan tests"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINC_PCH=OFF \
+    -DCMAKE_CXX_FLAGS="-fsanitize=address -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" \
+    > "$OUT/asan-cmake.log" 2>&1 && timeout 240 cmake --build build-asan -j"$(nproc)" --target trainc_tests > "$OUT/asan-build.log" 2>&1
+  ASAN_OPTIONS=detect_leaks=0 timeout 60 build-asan/tests/trainc_tests "enumerations list their valid values" > "$OUT/asan-test.log" 2>&1
+  tail -5 "$OUT/asan-build.log"; head -60 "$OUT/asan-test.log"
+fi
 
 echo
 cat "$OUT/gpu.txt"

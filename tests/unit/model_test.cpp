@@ -6,6 +6,8 @@
 #include "trainc/data/batch_loader.h"
 #include "trainc/data/dataset.h"
 #include "trainc/models/model.h"
+#include "trainc/train/foreach_adamw.h"
+#include "trainc/train/grad_clip.h"
 #include "trainc/train/loss.h"
 #include "trainc/train/optimizer.h"
 
@@ -132,5 +134,49 @@ TEST_CASE("prefetching workers hand out the same batches in the same order", "[u
     }
     CHECK_FALSE(prefetched.next().has_value());
     CHECK(batches == (drop_last ? 8 : 9));  // batch 0 skipped, as a resumed epoch does
+  }
+}
+
+TEST_CASE("the multi-tensor AdamW matches LibTorch's AdamW over 100 steps (float32, 1e-5)", "[unit][optimizer]") {
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> reference_params = {torch::randn({7, 5}), torch::randn({5}), torch::randn({3, 2, 2})};
+  std::vector<torch::Tensor> foreach_params;
+  for (auto& p : reference_params) {
+    foreach_params.push_back(p.clone().requires_grad_(true));
+    p.requires_grad_(true);
+  }
+  auto options = [] { return torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1); };
+  torch::optim::AdamW reference(reference_params, options());
+  ForeachAdamW foreach_adamw(foreach_params, options());
+  for (int step = 0; step < 100; ++step) {
+    for (std::size_t i = 0; i < reference_params.size(); ++i) {
+      const torch::Tensor grad = torch::randn_like(reference_params[i]);
+      reference_params[i].mutable_grad() = grad.clone();
+      if (i != 1 || step % 3 != 0) foreach_params[i].mutable_grad() = grad.clone();  // sometimes no gradient
+      else foreach_params[i].mutable_grad() = torch::Tensor();
+      if (i == 1 && step % 3 == 0) reference_params[i].mutable_grad() = torch::Tensor();
+    }
+    reference.step();
+    foreach_adamw.step();
+  }
+  for (std::size_t i = 0; i < reference_params.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(torch::allclose(reference_params[i], foreach_params[i], 1e-5, 1e-6));
+  }
+}
+
+TEST_CASE("clipping on the device matches LibTorch's clip_grad_norm_", "[unit][optimizer]") {
+  for (double max_norm : {0.5, 100.0}) {
+    std::vector<torch::Tensor> a = {torch::randn({4, 3}, torch::requires_grad()), torch::randn({6}, torch::requires_grad())};
+    std::vector<torch::Tensor> b;
+    for (auto& p : a) {
+      p.mutable_grad() = torch::randn_like(p) * 3;
+      b.push_back(p.detach().clone().requires_grad_(true));
+      b.back().mutable_grad() = p.grad().clone();
+    }
+    const double expected = torch::nn::utils::clip_grad_norm_(a, max_norm);
+    const torch::Tensor norm = clip_grad_norm(b, max_norm);
+    CHECK(norm.item<double>() == Approx(expected).epsilon(1e-5));
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(torch::allclose(a[i].grad(), b[i].grad(), 1e-5, 1e-6));
   }
 }

@@ -1,7 +1,8 @@
 #include "trainc/train/optimizer.h"
 
-#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
+
+#include "trainc/train/foreach_adamw.h"
 
 namespace trainc {
 
@@ -20,7 +21,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments&
     if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
     return std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(args.learning_rate));
   }
-  // adamw_torch and adamw_torch_fused: LibTorch's C++ AdamW has one implementation for both.
+  // adamw_torch and adamw_torch_fused: both run the multi-tensor (foreach) AdamW.
   auto options = [&](double weight_decay) {
     return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(args.learning_rate)
                                                             .betas({args.adam_beta1, args.adam_beta2})
@@ -29,7 +30,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments&
   };
   if (!decay.empty()) groups.emplace_back(decay, options(args.weight_decay));
   if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
-  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(args.learning_rate));
+  return std::make_unique<ForeachAdamW>(groups, torch::optim::AdamWOptions(args.learning_rate));
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate) {

@@ -16,6 +16,7 @@
 #include "trainc/data/batch_loader.h"
 #include "trainc/train/checkpoint.h"
 #include "trainc/train/evaluate.h"
+#include "trainc/train/grad_clip.h"
 #include "trainc/train/interrupt.h"
 #include "trainc/train/loss.h"
 #include "trainc/train/lr_schedule.h"
@@ -122,36 +123,41 @@ void Trainer::print_header() const {
   }
 }
 
-bool Trainer::run_step(std::vector<Batch>& micro_batches, double& loss_value, double& grad_norm) {
+void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, torch::Tensor& grad_norm) {
   const auto count = static_cast<double>(micro_batches.size());
-  torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions().device(device_));
+  loss = torch::zeros({}, torch::TensorOptions().device(device_));
   for (Batch& batch : micro_batches) {
     torch::Tensor logits;
     {
       AutocastScope autocast(precision_.device, precision_.autocast, precision_.dtype);
       logits = model_->forward(batch.inputs);
     }
-    const torch::Tensor loss = cross_entropy_loss(logits, batch.targets, args_.label_smoothing_factor) / count;
-    (scaler_.enabled() ? loss * scaler_.scale() : loss).backward();
-    step_loss += loss.detach();
+    const torch::Tensor micro_loss = cross_entropy_loss(logits, batch.targets, args_.label_smoothing_factor) / count;
+    (scaler_.enabled() ? micro_loss * scaler_.scale() : micro_loss).backward();
+    loss += micro_loss.detach();
   }
   if (scaler_.enabled()) {
     for (torch::Tensor& parameter : parameters_) {
       if (parameter.grad().defined()) parameter.grad().mul_(1.0 / scaler_.scale());
     }
   }
-  const double max_norm = args_.max_grad_norm > 0 ? args_.max_grad_norm : std::numeric_limits<double>::infinity();
-  grad_norm = torch::nn::utils::clip_grad_norm_(parameters_, max_norm);
-  const bool take_step = scaler_.update(std::isfinite(grad_norm));
+  grad_norm = clip_grad_norm(parameters_, args_.max_grad_norm);
+  // fp16 decides on the host whether the gradients overflowed: one sync per step, as GradScaler.
+  const bool take_step = !scaler_.enabled() || scaler_.update(std::isfinite(grad_norm.item<double>()));
   if (take_step) {
-    const LrSchedule schedule = make_lr_schedule(args_.lr_scheduler_type, args_.lr_scheduler_kwargs, plan_.warmup_steps,
-                                                 plan_.total_steps, args_.learning_rate);
-    set_learning_rate(*optimizer_, args_.learning_rate * schedule(state_.global_step));
+    set_learning_rate(*optimizer_, args_.learning_rate * schedule_(state_.global_step));
     optimizer_->step();
   }
   optimizer_->zero_grad();
-  loss_value = step_loss.item<double>();
-  return take_step;
+}
+
+void Trainer::check_finite_loss() {
+  const int64_t bad_step = first_nonfinite_step_.item<int64_t>();
+  if (bad_step < 0) return;
+  const auto last = newest_checkpoint(args_.output_dir);
+  throw UserError("non-finite loss at step " + std::to_string(bad_step) + "; stopping. Last good checkpoint: " +
+                      last.value_or("none") + " (try a lower learning_rate or a max_grad_norm)",
+                  kExitFailure);
 }
 
 void Trainer::record(nlohmann::json event, double epoch) {
@@ -163,14 +169,15 @@ void Trainer::record(nlohmann::json event, double epoch) {
 
 void Trainer::log_step(double epoch) {
   if (steps_since_log_ == 0) return;
-  const LrSchedule schedule = make_lr_schedule(args_.lr_scheduler_type, args_.lr_scheduler_kwargs, plan_.warmup_steps,
-                                               plan_.total_steps, args_.learning_rate);
-  const double loss = loss_since_log_ / static_cast<double>(steps_since_log_);
-  const double learning_rate = args_.learning_rate * schedule(state_.global_step);
-  const double samples_per_second = static_cast<double>(samples_since_log_) / std::max(seconds_since_log_, 1e-9);
-  const double step_time_ms = 1000.0 * seconds_since_log_ / static_cast<double>(steps_since_log_);
+  check_finite_loss();
+  const double seconds = seconds_since(last_log_time_);
+  const double loss = loss_since_log_.item<double>() / static_cast<double>(steps_since_log_);
+  const double grad_norm = last_grad_norm_.item<double>();
+  const double learning_rate = args_.learning_rate * schedule_(state_.global_step);
+  const double samples_per_second = static_cast<double>(samples_since_log_) / std::max(seconds, 1e-9);
+  const double step_time_ms = 1000.0 * seconds / static_cast<double>(steps_since_log_);
   nlohmann::json event = {{"loss", loss},
-                          {"grad_norm", last_grad_norm_},
+                          {"grad_norm", grad_norm},
                           {"learning_rate", learning_rate},
                           {"samples_per_second", samples_per_second},
                           {"step_time_ms", step_time_ms}};
@@ -183,16 +190,17 @@ void Trainer::log_step(double epoch) {
   record(event, epoch);
   reporter_->info("step " + std::to_string(state_.global_step) + "/" + std::to_string(plan_.total_steps) + "  epoch " +
                   format_number(epoch, 3) + "  loss " + format_number(loss) + "  lr " + format_number(learning_rate, 3) +
-                  "  grad_norm " + format_number(last_grad_norm_, 3) + "  " + throughput + "  " +
+                  "  grad_norm " + format_number(grad_norm, 3) + "  " + throughput + "  " +
                   format_number(step_time_ms, 3) + " ms/step");
-  loss_since_log_ = 0.0;
+  loss_since_log_.zero_();
   steps_since_log_ = 0;
   samples_since_log_ = 0;
-  seconds_since_log_ = 0.0;
+  last_log_time_ = std::chrono::steady_clock::now();
 }
 
 nlohmann::json Trainer::run_evaluation(double epoch) {
   if (!data_.eval) return nullptr;
+  check_finite_loss();
   nlohmann::json metrics =
       evaluate(*model_, *data_.eval, args_.per_device_eval_batch_size, device_, precision_, data_.language_model);
   record(metrics, epoch);
@@ -224,6 +232,7 @@ void Trainer::maybe_save(bool force) {
     state_.best_model_checkpoint = path;
   }
   pending_best_.reset();
+  check_finite_loss();  // never save the weights of a run that has diverged
   save_checkpoint(args_.output_dir, *model_, args_.save_only_model ? nullptr : optimizer_.get(), state_, config_yaml_);
   if (args_.save_total_limit) rotate_checkpoints(args_.output_dir, *args_.save_total_limit, state_.best_model_checkpoint);
   reporter_->info("saved " + path);
@@ -257,6 +266,8 @@ int Trainer::train() {
   }
   optimizer_ = make_optimizer(args_, *model_);
   plan_ = plan_steps(args_, data_.train->size());
+  schedule_ = make_lr_schedule(args_.lr_scheduler_type, args_.lr_scheduler_kwargs, plan_.warmup_steps, plan_.total_steps,
+                               args_.learning_rate);
   state_.max_steps = plan_.total_steps;
   state_.logging_steps = plan_.logging_steps;
   state_.eval_steps = plan_.eval_steps;
@@ -284,6 +295,12 @@ int Trainer::train() {
   print_header();
   if (resume_dir) reporter_->info("resumed from " + *resume_dir + " at step " + std::to_string(state_.global_step));
 
+  const auto on_device = torch::TensorOptions().device(device_);
+  loss_since_log_ = torch::zeros({}, on_device.dtype(torch::kDouble));
+  loss_total_ = torch::zeros({}, on_device.dtype(torch::kDouble));
+  first_nonfinite_step_ = torch::full({}, -1, on_device.dtype(torch::kLong));
+  last_grad_norm_ = torch::zeros({}, on_device);
+  last_log_time_ = std::chrono::steady_clock::now();
   InterruptWatch interrupts;
   const int64_t accumulation = args_.gradient_accumulation_steps;
   int64_t epoch = state_.global_step / plan_.steps_per_epoch;
@@ -304,27 +321,23 @@ int Trainer::train() {
       if (micro_batches.empty()) break;  // end of the epoch
       int64_t samples = 0;
       for (const Batch& batch : micro_batches) samples += batch.size();
-      double loss = 0.0, grad_norm = 0.0;
+      torch::Tensor loss, grad_norm;
       run_step(micro_batches, loss, grad_norm);
       ++state_.global_step;
       ++step_in_epoch;
-      if (!std::isfinite(loss)) {
-        const auto last = newest_checkpoint(args_.output_dir);
-        throw UserError("non-finite loss (" + format_number(loss) + ") at step " + std::to_string(state_.global_step) +
-                            "; stopping. Last good checkpoint: " + last.value_or("none") +
-                            " (try a lower learning_rate or a max_grad_norm)",
-                        kExitFailure);
-      }
-      const double seconds = seconds_since(step_start);
+      const torch::Tensor finite = torch::isfinite(loss);
+      first_nonfinite_step_ = torch::where(first_nonfinite_step_.ge(0) | finite, first_nonfinite_step_,
+                                           torch::full_like(first_nonfinite_step_, state_.global_step));
+      if (!device_.is_cuda()) check_finite_loss();  // free on the CPU: stop at the very step
       loss_since_log_ += loss;
       loss_total_ += loss;
       ++steps_since_log_;
       ++steps_this_run_;
       samples_since_log_ += samples;
       samples_this_run_ += samples;
-      seconds_since_log_ += seconds;
       last_grad_norm_ = grad_norm;
       state_.epoch = epoch_value();
+      const double seconds = seconds_since(step_start);
       const bool last_step = state_.global_step == plan_.total_steps;
       const bool epoch_done = step_in_epoch == plan_.steps_per_epoch;
 
@@ -355,6 +368,7 @@ int Trainer::train() {
     step_in_epoch = 0;
   }
   reporter_->finish_progress();
+  check_finite_loss();
   if (stopped_by_signal) {
     const int signal_number = interrupts.signal_number();
     reporter_->info("stopped by signal " + std::to_string(signal_number) + " at step " + std::to_string(state_.global_step) +
@@ -371,7 +385,7 @@ int Trainer::train() {
   nlohmann::json summary = {{"train_runtime", runtime},
                             {"train_samples_per_second", static_cast<double>(samples_this_run_) / runtime},
                             {"train_steps_per_second", static_cast<double>(steps_this_run_) / runtime},
-                            {"train_loss", steps_this_run_ > 0 ? loss_total_ / static_cast<double>(steps_this_run_) : 0.0}};
+                            {"train_loss", steps_this_run_ > 0 ? loss_total_.item<double>() / static_cast<double>(steps_this_run_) : 0.0}};
   record(summary, state_.epoch);
   reporter_->info("done: " + std::to_string(state_.global_step) + " steps in " + format_number(runtime, 3) + " s, " +
                   format_count(summary["train_samples_per_second"]) + " samples/s, train_loss " +

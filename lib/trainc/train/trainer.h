@@ -9,12 +9,14 @@
 
 #include <torch/optim/optimizer.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
 #include "trainc/config/training_arguments.h"
 #include "trainc/data/dataset.h"
 #include "trainc/models/model.h"
+#include "trainc/train/lr_schedule.h"
 #include "trainc/train/precision.h"
 #include "trainc/train/reporter.h"
 #include "trainc/train/trainer_state.h"
@@ -42,7 +44,11 @@ class Trainer {
  private:
   void prepare_output_dir();
   void print_header() const;
-  bool run_step(std::vector<Batch>& micro_batches, double& loss_value, double& grad_norm);
+  // One optimizer step. The loss and gradient norm stay on the device: no host sync.
+  void run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, torch::Tensor& grad_norm);
+  // Throws (exit 1) if any step so far had a non-finite loss. A host sync: called at every step on
+  // the CPU, and before each log record, evaluation and save on a GPU.
+  void check_finite_loss();
   void log_step(double epoch);
   nlohmann::json run_evaluation(double epoch);
   void maybe_save(bool force);  // force: save even under save_strategy best (an interrupt)
@@ -60,19 +66,21 @@ class Trainer {
   std::vector<torch::Tensor> parameters_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   StepPlan plan_;
+  LrSchedule schedule_;
   TrainerState state_;
   std::unique_ptr<Reporter> reporter_;
   std::string config_yaml_;
   uint64_t data_seed_ = 0;
 
-  // Since the last log record.
-  double loss_since_log_ = 0.0;
+  // Since the last log record (device tensors: read only when a record is written).
+  torch::Tensor loss_since_log_;
   int64_t steps_since_log_ = 0;
   int64_t samples_since_log_ = 0;
-  double last_grad_norm_ = 0.0;
-  double seconds_since_log_ = 0.0;
+  torch::Tensor last_grad_norm_;
+  std::chrono::steady_clock::time_point last_log_time_;
   // Whole run.
-  double loss_total_ = 0.0;
+  torch::Tensor loss_total_;
+  torch::Tensor first_nonfinite_step_;  // -1, or the first step whose loss was not finite
   int64_t steps_this_run_ = 0;
   int64_t samples_this_run_ = 0;
   std::optional<double> pending_best_;  // metric of the latest evaluation, for the next save
