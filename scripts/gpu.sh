@@ -14,7 +14,7 @@ step build
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINC_BUILD_TESTS=ON > "$OUT/cmake.log" 2>&1 &&
   cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1
 build_rc=$?
-if [[ $build_rc -ne 0 ]]; then tail -40 "$OUT/build.log" "$OUT/cmake.log"; exit 1; fi
+if [[ $build_rc -ne 0 ]]; then tail -n 40 "$OUT/build.log" "$OUT/cmake.log"; exit 1; fi
 
 step tests
 ctest --test-dir build-gpu -j8 --output-on-failure --timeout 300 > "$OUT/ctest.log" 2>&1
@@ -54,7 +54,7 @@ if [[ "${TRAINC_GPU_ASAN:-0}" == 1 ]]; then
     -DCMAKE_CXX_FLAGS="-fsanitize=address -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" \
     > "$OUT/asan-cmake.log" 2>&1 && timeout 240 cmake --build build-asan -j"$(nproc)" --target trainc_tests > "$OUT/asan-build.log" 2>&1
   ASAN_OPTIONS=detect_leaks=0 timeout 60 build-asan/tests/trainc_tests "enumerations list their valid values" > "$OUT/asan-test.log" 2>&1
-  tail -5 "$OUT/asan-build.log"; head -60 "$OUT/asan-test.log"
+  tail -n 5 "$OUT/asan-build.log"; head -60 "$OUT/asan-test.log"
 fi
 
 echo

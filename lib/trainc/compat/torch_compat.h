@@ -68,6 +68,16 @@ class AutocastScope {
   at::ScalarType previous_dtype_ = at::kFloat;
 };
 
+// The key of a parameter in torch::optim::Optimizer's per-parameter state map: its TensorImpl
+// address, spelled as a string in 1.13 and as the pointer itself in 2.x.
+inline auto optimizer_state_key(const at::Tensor& parameter) {
+#if TRAINC_TORCH_2
+  return static_cast<void*>(parameter.unsafeGetTensorImpl());
+#else
+  return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+#endif
+}
+
 // Causal self-attention over [batch, heads, time, head_dim]. LibTorch 2.x picks a fused kernel
 // (flash, memory-efficient, cuDNN); 1.13 has none, so it runs the textbook formula.
 inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p,

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/torch_compat.h"
 
 namespace trainc {
 
@@ -31,7 +32,7 @@ torch::Tensor ForeachAdamW::step(LossClosure closure) {
     std::map<int64_t, Bucket> buckets;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const auto key = optimizer_state_key(p);
       auto found = state_.find(key);
       if (found == state_.end()) {
         auto state = std::make_unique<torch::optim::AdamWParamState>();
