@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -100,6 +101,32 @@ TEST_CASE("SIGINT finishes the step, saves, exits 130, and the run resumes to th
   INFO(resumed.err);
   REQUIRE(resumed.exit_code == 0);
   CHECK(checkpoints_identical(dir.file("full/checkpoint-400"), dir.file("stopped/checkpoint-400")));
+}
+
+TEST_CASE("SIGTERM saves and exits 143 and a second SIGINT exits at once without saving", "[e2e][checkpoint]") {
+  ScratchDir dir;
+  const std::string config = resume_config(dir, 100000, 100000);
+  pid_t pid = spawn_trainc("--config " + config + " --output-dir " + dir.file("term"), dir.file("log"));
+  REQUIRE(wait_for([&] { return read_text(dir.file("log")).find("step 5/") != std::string::npos; }, 60));
+  kill(pid, SIGTERM);
+  CHECK(wait_exit_code(pid) == 143);
+  CHECK(std::any_of(fs::directory_iterator(dir.file("term")), fs::directory_iterator(), [](const fs::directory_entry& entry) {
+    return entry.path().filename().string().rfind("checkpoint-", 0) == 0 && fs::exists(entry.path() / "trainc_checkpoint.json");
+  }));
+
+  // Steps long enough (a few hundred ms) that the second SIGINT lands while the first one waits.
+  const std::string slow = dir.write("slow.yaml",
+                                     "model: {name: gpt, n_layer: 4, n_head: 4, n_embd: 256, block_size: 128, vocab_size: 256}\n"
+                                     "data: {kind: synthetic, num_samples: 64}\nper_device_train_batch_size: 16\n"
+                                     "max_steps: 100000\nsave_steps: 100000\nlogging_steps: 1\n");
+  pid = spawn_trainc("--config " + slow + " --output-dir " + dir.file("twice"), dir.file("log2"));
+  REQUIRE(wait_for([&] { return read_text(dir.file("log2")).find("step 1/") != std::string::npos; }, 60));
+  kill(pid, SIGINT);
+  REQUIRE(wait_for([&] { return read_text(dir.file("log2")).find("finishing this step") != std::string::npos; }, 10));
+  kill(pid, SIGINT);
+  CHECK(wait_exit_code(pid) == 130);
+  CHECK_THAT(read_text(dir.file("log2")), Contains("second interrupt: exiting now without saving"));
+  CHECK_THAT(read_text(dir.file("log2")), !Contains("saved"));
 }
 
 TEST_CASE("a kill during saves never leaves a broken checkpoint-N", "[e2e][checkpoint]") {

@@ -204,3 +204,21 @@ TEST_CASE("unsupported settings fail before training with a clear message", "[e2
   CHECK_THAT(result.err, Contains(": not read by model.name gpt; it applies to mlp"));
   CHECK_FALSE(std::filesystem::exists(dir.file("out")));  // nothing written by runs that never started
 }
+
+TEST_CASE("a terminal gets a progress bar with ETA, a pipe gets plain lines", "[e2e][train]") {
+  ScratchDir dir;
+  const std::string command = std::string(TRAINC_BINARY) + " --config " + synthetic_config(dir) + " --output-dir " +
+                              dir.file("out") + " --max-steps 30 --logging-steps 10 --overwrite-output-dir";
+  // script(1) runs the command on a pseudo-terminal.
+  const CommandResult terminal = run_command("script -qec '" + command + "' /dev/null");
+  REQUIRE(terminal.exit_code == 0);
+  CHECK_THAT(terminal.out, Contains("ETA"));
+  CHECK_THAT(terminal.out, Contains("\r"));
+  const CommandResult piped = run_command(command);
+  REQUIRE(piped.exit_code == 0);
+  CHECK_THAT(piped.out, !Contains("ETA"));
+  CHECK_THAT(piped.out, !Contains("\r"));
+  CHECK_THAT(piped.out, Contains("step 30/30"));
+  const CommandResult disabled = run_command("script -qec '" + command + " --disable-tqdm' /dev/null");
+  CHECK_THAT(disabled.out, !Contains("ETA"));
+}

@@ -97,6 +97,29 @@ void split_token_tail(DataSplits& splits, const torch::Tensor& tokens, int64_t b
   if (split) splits.eval = std::make_unique<TokenWindowDataset>(tokens.slice(0, train_tokens), block_size);
 }
 
+DataSplits token_stream_splits(const DataConfig& data, int64_t block_size,
+                               const std::function<torch::Tensor(const std::string&)>& read, const std::string& unit) {
+  DataSplits splits;
+  splits.language_model = true;
+  splits.sample_shape = {block_size};
+  const torch::Tensor tokens = read(*data.train_path);
+  if (data.eval_path) {
+    const torch::Tensor eval_tokens = read(*data.eval_path);
+    for (const auto& [path, stream] : {std::pair{*data.train_path, tokens}, std::pair{*data.eval_path, eval_tokens}}) {
+      if (stream.size(0) <= block_size) {
+        throw UserError(path + ": " + std::to_string(stream.size(0)) + " " + unit + ", fewer than data.block_size + 1 (" +
+                        std::to_string(block_size + 1) + ")");
+      }
+    }
+    splits.train = std::make_unique<TokenWindowDataset>(tokens, block_size);
+    splits.eval = std::make_unique<TokenWindowDataset>(eval_tokens, block_size);
+  } else {
+    split_token_tail(splits, tokens, block_size, data.validation_split, *data.train_path);
+  }
+  splits.description = data.kind + " " + *data.train_path + " (" + std::to_string(tokens.size(0)) + " " + unit + ")";
+  return splits;
+}
+
 DataSplits load_data(const DataConfig& data, const ModelConfig& model, int64_t seed) {
   const int64_t block_size = data.block_size.value_or(model.block_size);
   if (model.name == "gpt" && block_size > model.block_size) {

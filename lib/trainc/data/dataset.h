@@ -8,6 +8,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,5 +85,10 @@ DataSplits load_synthetic_data(const DataConfig& data, const ModelConfig& model,
 void split_tail(DataSplits& splits, const torch::Tensor& inputs, const torch::Tensor& targets, double fraction);
 void split_token_tail(DataSplits& splits, const torch::Tensor& tokens, int64_t block_size, double fraction,
                       const std::string& source);
+
+// Language-model splits for the file-based kinds (tokens, text): `read` turns a path into an int64
+// token stream; the held-out stream comes from data.eval_path, or from the tail of the training one.
+DataSplits token_stream_splits(const DataConfig& data, int64_t block_size,
+                               const std::function<torch::Tensor(const std::string&)>& read, const std::string& unit);
 
 }  // namespace trainc

@@ -26,24 +26,7 @@ DataSplits load_text_data(const DataConfig& data, const ModelConfig& model, int6
     throw UserError("model.vocab_size: got " + std::to_string(model.vocab_size) +
                     ", expected at least 256 for data.kind text (one token per byte)");
   }
-  DataSplits splits;
-  splits.language_model = true;
-  splits.sample_shape = {block_size};
-  const torch::Tensor tokens = read_bytes_as_tokens(*data.train_path);
-  if (data.eval_path) {
-    const torch::Tensor eval_tokens = read_bytes_as_tokens(*data.eval_path);
-    for (const auto& [path, stream] : {std::pair{*data.train_path, tokens}, std::pair{*data.eval_path, eval_tokens}}) {
-      if (stream.size(0) <= block_size) {
-        throw UserError(path + ": " + std::to_string(stream.size(0)) + " bytes, fewer than data.block_size + 1");
-      }
-    }
-    splits.train = std::make_unique<TokenWindowDataset>(tokens, block_size);
-    splits.eval = std::make_unique<TokenWindowDataset>(eval_tokens, block_size);
-  } else {
-    split_token_tail(splits, tokens, block_size, data.validation_split, *data.train_path);
-  }
-  splits.description = "text " + *data.train_path + " (" + std::to_string(tokens.size(0)) + " bytes)";
-  return splits;
+  return token_stream_splits(data, block_size, read_bytes_as_tokens, "bytes");
 }
 
 }  // namespace trainc

@@ -62,25 +62,8 @@ torch::Tensor read_token_file(const std::string& path, int64_t vocab_size) {
 }  // namespace
 
 DataSplits load_token_data(const DataConfig& data, const ModelConfig& model, int64_t block_size) {
-  DataSplits splits;
-  splits.language_model = true;
-  splits.sample_shape = {block_size};
-  const torch::Tensor tokens = read_token_file(*data.train_path, model.vocab_size);
-  if (data.eval_path) {
-    if (tokens.size(0) <= block_size) {
-      throw UserError(*data.train_path + ": " + std::to_string(tokens.size(0)) + " tokens, fewer than data.block_size + 1");
-    }
-    const torch::Tensor eval_tokens = read_token_file(*data.eval_path, model.vocab_size);
-    if (eval_tokens.size(0) <= block_size) {
-      throw UserError(*data.eval_path + ": " + std::to_string(eval_tokens.size(0)) + " tokens, fewer than data.block_size + 1");
-    }
-    splits.train = std::make_unique<TokenWindowDataset>(tokens, block_size);
-    splits.eval = std::make_unique<TokenWindowDataset>(eval_tokens, block_size);
-  } else {
-    split_token_tail(splits, tokens, block_size, data.validation_split, *data.train_path);
-  }
-  splits.description = "tokens " + *data.train_path + " (" + std::to_string(tokens.size(0)) + " tokens)";
-  return splits;
+  return token_stream_splits(
+      data, block_size, [&](const std::string& path) { return read_token_file(path, model.vocab_size); }, "tokens");
 }
 
 }  // namespace trainc
