@@ -1,0 +1,150 @@
+#include "trainc/compile/ir/graph.h"
+
+#include <sstream>
+
+namespace trainc::ir {
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+    case DType::i64: return "i64";
+    case DType::b8: return "b8";
+  }
+  return "?";
+}
+
+bool is_floating(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16 || dtype == DType::f16;
+}
+
+int64_t TensorType::numel() const {
+  int64_t count = 1;
+  for (int64_t size : shape) count *= size;
+  return count;
+}
+
+std::string TensorType::str() const {
+  std::ostringstream text;
+  text << dtype_name(dtype) << "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text << (i ? ", " : "") << shape[i];
+  text << "]";
+  return text.str();
+}
+
+Graph Graph::from_nodes(std::vector<Node> nodes, std::vector<ValueId> outputs) {
+  Graph graph;
+  graph.nodes_ = std::move(nodes);
+  graph.outputs_ = std::move(outputs);
+  return graph;
+}
+
+ValueId Graph::add_input(const std::string& name, TensorType type) {
+  Node node;
+  node.op = Op::input;
+  node.type = std::move(type);
+  node.name = name;
+  nodes_.push_back(std::move(node));
+  return size() - 1;
+}
+
+ValueId Graph::add(Op op, std::vector<ValueId> inputs, Attributes attrs) {
+  if (op == Op::input) throw IrError("Graph::add: use add_input for graph inputs");
+  std::vector<TensorType> types;
+  for (ValueId input : inputs) types.push_back(node(input).type);
+  Node node;
+  node.op = op;
+  node.inputs = std::move(inputs);
+  node.attrs = std::move(attrs);
+  try {
+    node.type = infer_type(op, types, node.attrs);
+  } catch (const IrError& error) {
+    throw IrError("%" + std::to_string(size()) + " = " + op_name(op) + ": " + error.what());
+  }
+  nodes_.push_back(std::move(node));
+  return size() - 1;
+}
+
+void Graph::mark_output(ValueId value) {
+  node(value);  // checks the id
+  outputs_.push_back(value);
+}
+
+const Node& Graph::node(ValueId value) const {
+  if (value < 0 || value >= size()) throw IrError("no value %" + std::to_string(value));
+  return nodes_[static_cast<std::size_t>(value)];
+}
+
+void verify(const Graph& graph) {
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    const std::string where = "%" + std::to_string(id) + " = " + op_name(node.op);
+    const int arity = op_arity(node.op);
+    if (arity >= 0 && static_cast<int>(node.inputs.size()) != arity) {
+      throw IrError(where + ": " + std::to_string(node.inputs.size()) + " inputs, the op takes " + std::to_string(arity));
+    }
+    std::vector<TensorType> types;
+    for (ValueId input : node.inputs) {
+      if (input < 0 || input >= id) throw IrError(where + ": input %" + std::to_string(input) + " is not defined before use");
+      types.push_back(graph.node(input).type);
+    }
+    if (node.op == Op::input) continue;
+    TensorType expected;
+    try {
+      expected = infer_type(node.op, types, node.attrs);
+    } catch (const IrError& error) {
+      throw IrError(where + ": " + error.what());
+    }
+    if (expected != node.type) throw IrError(where + ": typed " + node.type.str() + ", its inputs give " + expected.str());
+  }
+  for (ValueId output : graph.outputs()) {
+    if (output < 0 || output >= graph.size()) throw IrError("graph output %" + std::to_string(output) + " does not exist");
+  }
+}
+
+std::string to_text(const Graph& graph) {
+  std::ostringstream text;
+  std::vector<std::string> inputs;
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    if (node.op == Op::input) inputs.push_back("%" + std::to_string(id) + ": " + node.type.str() + " " + node.name);
+  }
+  text << "graph(";
+  for (std::size_t i = 0; i < inputs.size(); ++i) text << (i ? ", " : "") << inputs[i];
+  text << ") {\n";
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    if (node.op == Op::input) continue;
+    text << "  %" << id << ": " << node.type.str() << " = " << op_name(node.op) << "(";
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) text << (i ? ", " : "") << "%" << node.inputs[i];
+    text << ")";
+    const Attributes& a = node.attrs;
+    std::vector<std::string> details;
+    if (!a.ints.empty()) {
+      std::string ints = "[";
+      for (std::size_t i = 0; i < a.ints.size(); ++i) ints += (i ? ", " : "") + std::to_string(a.ints[i]);
+      details.push_back("ints=" + ints + "]");
+    }
+    if (node.op == Op::constant) {
+      std::ostringstream scalar;
+      scalar << a.scalar;
+      details.push_back("value=" + scalar.str());
+    }
+    if (a.keepdim) details.push_back("keepdim");
+    if (a.causal) details.push_back("causal");
+    if (!details.empty()) {
+      text << " {";
+      for (std::size_t i = 0; i < details.size(); ++i) text << (i ? ", " : "") << details[i];
+      text << "}";
+    }
+    text << "\n";
+  }
+  text << "  return (";
+  for (std::size_t i = 0; i < graph.outputs().size(); ++i) text << (i ? ", " : "") << "%" << graph.outputs()[i];
+  text << ")\n}\n";
+  return text.str();
+}
+
+}  // namespace trainc::ir

@@ -1,0 +1,90 @@
+// defines: DType, TensorType, ValueId, Attributes, Node, Graph, IrError
+//
+// The compile planner's IR: a graph in SSA form where every node produces one tensor value, and
+// every value carries its shape and dtype. Nodes are appended in topological order (inputs
+// before users), so a value's id is its node's position. Graph::add infers the result type from
+// the op's shape rule and refuses an ill-typed node at once; verify() re-checks a whole graph
+// between planner stages.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trainc/compile/ir/op_table.h"
+
+namespace trainc::ir {
+
+enum class DType : uint8_t { f32, f64, bf16, f16, i64, b8 };
+const char* dtype_name(DType dtype);
+bool is_floating(DType dtype);
+
+struct TensorType {
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const;
+  std::string str() const;  // "f32[8, 16]"
+  bool operator==(const TensorType& other) const { return dtype == other.dtype && shape == other.shape; }
+  bool operator!=(const TensorType& other) const { return !(*this == other); }
+};
+
+using ValueId = int32_t;
+
+// Per-op parameters; each op reads only the fields its shape rule documents (shape_rules.cpp).
+struct Attributes {
+  std::vector<int64_t> ints;  // reductions: axes; reshape/expand/constant: shape; permute: order;
+                              // slice: {dim, start, end, step}; conv2d: {stride, padding}
+  double scalar = 0.0;        // constant: the value
+  bool keepdim = false;       // reductions
+  DType dtype = DType::f32;   // cast and constant: the result dtype
+  bool causal = false;        // attention
+};
+
+struct Node {
+  Op op = Op::input;
+  std::vector<ValueId> inputs;
+  Attributes attrs;
+  TensorType type;
+  std::string name;  // graph inputs: the parameter or batch name
+};
+
+// A malformed graph: a bug in the stage that built it, reported with the node and the rule broken.
+class IrError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+class Graph {
+ public:
+  // Assembles a graph from nodes as given, unchecked: for passes that rewrite node lists; run
+  // verify() on the result.
+  static Graph from_nodes(std::vector<Node> nodes, std::vector<ValueId> outputs);
+
+  ValueId add_input(const std::string& name, TensorType type);
+  ValueId add(Op op, std::vector<ValueId> inputs, Attributes attrs = {});
+  void mark_output(ValueId value);
+
+  const Node& node(ValueId value) const;
+  const TensorType& type(ValueId value) const { return node(value).type; }
+  int32_t size() const { return static_cast<int32_t>(nodes_.size()); }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<ValueId> outputs_;
+};
+
+// The result type of `op` applied to `inputs` (IrError when the rule does not hold).
+TensorType infer_type(Op op, const std::vector<TensorType>& inputs, const Attributes& attrs);
+
+// Checks SSA order, arity and every node's type against its shape rule; IrError naming the node.
+void verify(const Graph& graph);
+
+// Readable text, one node a line:  %2: f32[8, 4] = mul(%0, %1)
+std::string to_text(const Graph& graph);
+
+}  // namespace trainc::ir

@@ -1,0 +1,190 @@
+// infer_type: the result type of every op, one rule per kind (and per extern op).
+//   unary        same type as the input (cast: attrs.dtype)
+//   binary       numpy broadcasting; both inputs of one dtype (casts are explicit); gt, eq give b8
+//   where        condition b8, branches of one dtype, all three broadcast
+//   reduction    attrs.ints are the axes (negative counts from the end); keepdim keeps them as 1
+//   reshape      attrs.ints is the new shape, same number of elements
+//   permute      attrs.ints is a permutation of the dimensions
+//   expand       attrs.ints is the target shape; each input dimension equals it or is 1
+//   slice        attrs.ints = {dim, start, end, step} with 0 <= start <= end <= size, step >= 1
+//   constant     attrs.ints is the shape, attrs.dtype the dtype
+//   matmul       [..., m, k] x [..., k, n] -> [..., m, n], batch dimensions broadcast
+//   embedding    weight [vocab, dim] (floating), indices i64 [...] -> [..., dim]
+//   attention    q [B, H, T, D], k [B, H, S, D], v [B, H, S, E] -> [B, H, T, E]
+//   conv2d       input [N, C, H, W], weight [O, C, kh, kw], attrs.ints = {stride, padding}
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "trainc/compile/ir/graph.h"
+
+namespace trainc::ir {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) { return TensorType{DType::f32, shape}.str().substr(3); }
+
+void require(bool condition, const std::string& message) {
+  if (!condition) throw IrError(message);
+}
+
+std::vector<int64_t> broadcast(const std::vector<TensorType>& inputs) {
+  std::size_t rank = 0;
+  for (const auto& t : inputs) rank = std::max(rank, t.shape.size());
+  std::vector<int64_t> shape(rank, 1);
+  for (const auto& t : inputs) {
+    const std::size_t offset = rank - t.shape.size();
+    for (std::size_t i = 0; i < t.shape.size(); ++i) {
+      int64_t& out = shape[offset + i];
+      const int64_t size = t.shape[i];
+      require(size == out || size == 1 || out == 1, "cannot broadcast shapes " + shape_text(inputs[0].shape) + " and " +
+                                                        shape_text(t.shape));
+      out = size == 1 ? out : size;
+    }
+  }
+  return shape;
+}
+
+int64_t normalize_axis(int64_t axis, int64_t rank) {
+  const int64_t normalized = axis < 0 ? axis + rank : axis;
+  require(normalized >= 0 && normalized < rank, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return normalized;
+}
+
+TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attributes& attrs) {
+  switch (op) {
+    case Op::matmul: {
+      const TensorType& a = in[0];
+      const TensorType& b = in[1];
+      require(a.rank() >= 2 && b.rank() >= 2, "matmul needs operands of rank >= 2");
+      require(a.dtype == b.dtype, "matmul operands differ in dtype");
+      require(a.shape.back() == b.shape[b.shape.size() - 2],
+              "matmul inner dimensions differ: " + shape_text(a.shape) + " x " + shape_text(b.shape));
+      std::vector<TensorType> batches = {{a.dtype, {a.shape.begin(), a.shape.end() - 2}}, {b.dtype, {b.shape.begin(), b.shape.end() - 2}}};
+      std::vector<int64_t> shape = broadcast(batches);
+      shape.push_back(a.shape[a.shape.size() - 2]);
+      shape.push_back(b.shape.back());
+      return {a.dtype, shape};
+    }
+    case Op::embedding: {
+      const TensorType& weight = in[0];
+      const TensorType& indices = in[1];
+      require(weight.rank() == 2 && is_floating(weight.dtype), "embedding weight must be a floating [vocab, dim] matrix");
+      require(indices.dtype == DType::i64, "embedding indices must be i64");
+      std::vector<int64_t> shape = indices.shape;
+      shape.push_back(weight.shape[1]);
+      return {weight.dtype, shape};
+    }
+    case Op::attention: {
+      const TensorType& q = in[0];
+      const TensorType& k = in[1];
+      const TensorType& v = in[2];
+      require(q.rank() == 4 && k.rank() == 4 && v.rank() == 4, "attention takes [batch, heads, time, dim] operands");
+      require(q.dtype == k.dtype && k.dtype == v.dtype, "attention operands differ in dtype");
+      require(q.shape[0] == k.shape[0] && q.shape[1] == k.shape[1] && q.shape[3] == k.shape[3], "attention q and k do not match");
+      require(k.shape[0] == v.shape[0] && k.shape[1] == v.shape[1] && k.shape[2] == v.shape[2], "attention k and v do not match");
+      return {q.dtype, {q.shape[0], q.shape[1], q.shape[2], v.shape[3]}};
+    }
+    case Op::conv2d: {
+      const TensorType& input = in[0];
+      const TensorType& weight = in[1];
+      require(input.rank() == 4 && weight.rank() == 4, "conv2d takes [N, C, H, W] input and [O, C, kh, kw] weight");
+      require(input.shape[1] == weight.shape[1], "conv2d channels differ");
+      require(attrs.ints.size() == 2 && attrs.ints[0] >= 1 && attrs.ints[1] >= 0, "conv2d needs ints {stride >= 1, padding >= 0}");
+      const int64_t stride = attrs.ints[0], padding = attrs.ints[1];
+      const int64_t height = (input.shape[2] + 2 * padding - weight.shape[2]) / stride + 1;
+      const int64_t width = (input.shape[3] + 2 * padding - weight.shape[3]) / stride + 1;
+      require(height >= 1 && width >= 1, "conv2d kernel larger than the padded input");
+      return {input.dtype, {input.shape[0], weight.shape[0], height, width}};
+    }
+    default:
+      throw IrError(std::string("no extern rule for ") + op_name(op));
+  }
+}
+
+TensorType view_type(Op op, const TensorType& in, const Attributes& attrs) {
+  const std::vector<int64_t>& ints = attrs.ints;
+  switch (op) {
+    case Op::reshape: {
+      const TensorType out{in.dtype, ints};
+      require(std::all_of(ints.begin(), ints.end(), [](int64_t s) { return s >= 0; }), "reshape sizes must be >= 0");
+      require(out.numel() == in.numel(), "reshape " + shape_text(in.shape) + " to " + shape_text(ints) + " changes the element count");
+      return out;
+    }
+    case Op::permute: {
+      std::vector<int64_t> order = ints;
+      std::sort(order.begin(), order.end());
+      std::vector<int64_t> identity(static_cast<std::size_t>(in.rank()));
+      std::iota(identity.begin(), identity.end(), 0);
+      require(order == identity, "permute order " + shape_text(ints) + " is not a permutation of " + std::to_string(in.rank()) + " dims");
+      std::vector<int64_t> shape;
+      for (int64_t axis : ints) shape.push_back(in.shape[static_cast<std::size_t>(axis)]);
+      return {in.dtype, shape};
+    }
+    case Op::expand: {
+      require(static_cast<int64_t>(ints.size()) >= in.rank(), "expand cannot lower the rank");
+      const std::size_t offset = ints.size() - in.shape.size();
+      for (std::size_t i = 0; i < in.shape.size(); ++i) {
+        require(in.shape[i] == ints[offset + i] || in.shape[i] == 1,
+                "expand " + shape_text(in.shape) + " to " + shape_text(ints) + ": dimension " + std::to_string(i) + " is not 1");
+      }
+      return {in.dtype, ints};
+    }
+    case Op::slice: {
+      require(ints.size() == 4, "slice needs ints {dim, start, end, step}");
+      const int64_t dim = normalize_axis(ints[0], in.rank());
+      const int64_t start = ints[1], end = ints[2], step = ints[3];
+      const int64_t size = in.shape[static_cast<std::size_t>(dim)];
+      require(0 <= start && start <= end && end <= size && step >= 1, "slice bounds out of range for size " + std::to_string(size));
+      TensorType out = in;
+      out.shape[static_cast<std::size_t>(dim)] = (end - start + step - 1) / step;
+      return out;
+    }
+    default:
+      throw IrError(std::string("no view rule for ") + op_name(op));
+  }
+}
+
+}  // namespace
+
+TensorType infer_type(Op op, const std::vector<TensorType>& in, const Attributes& attrs) {
+  const int arity = op_arity(op);
+  require(arity < 0 || static_cast<int>(in.size()) == arity,
+          std::to_string(in.size()) + " inputs, the op takes " + std::to_string(arity));
+  switch (op_kind(op)) {
+    case OpKind::kInput:
+      throw IrError("graph inputs have no rule; their type is given");
+    case OpKind::kConstant:
+      require(std::all_of(attrs.ints.begin(), attrs.ints.end(), [](int64_t s) { return s >= 0; }), "constant sizes must be >= 0");
+      return {attrs.dtype, attrs.ints};
+    case OpKind::kUnary:
+      if (op == Op::cast) return {attrs.dtype, in[0].shape};
+      require(is_floating(in[0].dtype) || op == Op::neg || op == Op::relu, std::string(op_name(op)) + " needs a floating input");
+      return in[0];
+    case OpKind::kBinary:
+      require(in[0].dtype == in[1].dtype, std::string("operands differ in dtype (") + dtype_name(in[0].dtype) + ", " +
+                                              dtype_name(in[1].dtype) + "); cast explicitly");
+      return {is_comparison(op) ? DType::b8 : in[0].dtype, broadcast(in)};
+    case OpKind::kTernary:
+      require(in[0].dtype == DType::b8, "where's condition must be b8");
+      require(in[1].dtype == in[2].dtype, "where's branches differ in dtype");
+      return {in[1].dtype, broadcast(in)};
+    case OpKind::kReduction: {
+      require(!attrs.ints.empty(), "a reduction needs axes");
+      std::vector<bool> reduced(static_cast<std::size_t>(in[0].rank()), false);
+      for (int64_t axis : attrs.ints) reduced[static_cast<std::size_t>(normalize_axis(axis, in[0].rank()))] = true;
+      std::vector<int64_t> shape;
+      for (std::size_t i = 0; i < reduced.size(); ++i) {
+        if (!reduced[i]) shape.push_back(in[0].shape[i]);
+        else if (attrs.keepdim) shape.push_back(1);
+      }
+      return {in[0].dtype, shape};
+    }
+    case OpKind::kView:
+      return view_type(op, in[0], attrs);
+    case OpKind::kExtern:
+      return extern_type(op, in, attrs);
+  }
+  throw IrError("unknown op kind");
+}
+
+}  // namespace trainc::ir

@@ -1,0 +1,146 @@
+// The compile planner's IR: the op table, every op's shape rule (one table row per op at least,
+// checked), the verifier and the printer.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "trainc/compile/ir/graph.h"
+
+using namespace trainc::ir;
+using Catch::Matchers::Contains;
+
+namespace {
+
+TensorType f32(std::vector<int64_t> shape) { return {DType::f32, std::move(shape)}; }
+
+struct ShapeCase {
+  Op op;
+  std::vector<TensorType> inputs;
+  Attributes attrs;
+  TensorType expected;  // ignored when `error` is set
+  std::string error;    // a substring of the IrError, or empty
+};
+
+Attributes ints(std::vector<int64_t> values) {
+  Attributes attrs;
+  attrs.ints = std::move(values);
+  return attrs;
+}
+
+std::vector<ShapeCase> shape_cases() {
+  Attributes keepdim = ints({-1});
+  keepdim.keepdim = true;
+  Attributes to_bf16;
+  to_bf16.dtype = DType::bf16;
+  Attributes constant = ints({2, 3});
+  constant.scalar = 0.5;
+  std::vector<ShapeCase> cases = {
+      {Op::constant, {}, constant, f32({2, 3}), ""},
+      {Op::cast, {f32({4})}, to_bf16, {DType::bf16, {4}}, ""},
+      {Op::add, {f32({8, 1}), f32({4})}, {}, f32({8, 4}), ""},
+      {Op::sub, {f32({3}), f32({4})}, {}, {}, "cannot broadcast"},
+      {Op::mul, {f32({2, 3}), {DType::bf16, {2, 3}}}, {}, {}, "differ in dtype"},
+      {Op::div, {f32({2, 3}), f32({2, 3})}, {}, f32({2, 3}), ""},
+      {Op::pow, {f32({2, 3}), f32({})}, {}, f32({2, 3}), ""},
+      {Op::maximum, {f32({1, 5}), f32({6, 1})}, {}, f32({6, 5}), ""},
+      {Op::gt, {f32({5}), f32({5})}, {}, {DType::b8, {5}}, ""},
+      {Op::eq, {f32({5}), f32({1})}, {}, {DType::b8, {5}}, ""},
+      {Op::where, {{DType::b8, {4, 1}}, f32({4, 3}), f32({3})}, {}, f32({4, 3}), ""},
+      {Op::where, {f32({4}), f32({4}), f32({4})}, {}, {}, "condition must be b8"},
+      {Op::sum, {f32({2, 3, 4})}, ints({1}), f32({2, 4}), ""},
+      {Op::amax, {f32({2, 3, 4})}, keepdim, f32({2, 3, 1}), ""},
+      {Op::sum, {f32({2, 3})}, ints({2}), {}, "out of range"},
+      {Op::reshape, {f32({2, 6})}, ints({3, 4}), f32({3, 4}), ""},
+      {Op::reshape, {f32({2, 6})}, ints({5}), {}, "changes the element count"},
+      {Op::permute, {f32({2, 3, 4})}, ints({2, 0, 1}), f32({4, 2, 3}), ""},
+      {Op::permute, {f32({2, 3})}, ints({0, 0}), {}, "not a permutation"},
+      {Op::expand, {f32({3, 1})}, ints({2, 3, 5}), f32({2, 3, 5}), ""},
+      {Op::expand, {f32({3, 2})}, ints({3, 5}), {}, "is not 1"},
+      {Op::slice, {f32({4, 10})}, ints({1, 2, 9, 3}), f32({4, 3}), ""},
+      {Op::slice, {f32({4, 10})}, ints({1, 2, 11, 1}), {}, "out of range"},
+      {Op::matmul, {f32({5, 2, 3}), f32({3, 4})}, {}, f32({5, 2, 4}), ""},
+      {Op::matmul, {f32({5, 2, 3}), f32({1, 3, 4})}, {}, f32({5, 2, 4}), ""},
+      {Op::matmul, {f32({2, 3}), f32({4, 5})}, {}, {}, "inner dimensions differ"},
+      {Op::embedding, {f32({100, 16}), {DType::i64, {4, 8}}}, {}, f32({4, 8, 16}), ""},
+      {Op::embedding, {f32({100, 16}), f32({4})}, {}, {}, "indices must be i64"},
+      {Op::attention, {f32({2, 4, 8, 16}), f32({2, 4, 8, 16}), f32({2, 4, 8, 32})}, {}, f32({2, 4, 8, 32}), ""},
+      {Op::conv2d, {f32({2, 3, 28, 28}), f32({8, 3, 3, 3})}, ints({1, 1}), f32({2, 8, 28, 28}), ""},
+      {Op::conv2d, {f32({2, 3, 28, 28}), f32({8, 4, 3, 3})}, ints({1, 1}), {}, "channels differ"},
+  };
+  for (Op op : {Op::neg, Op::exp, Op::log, Op::tanh, Op::erf, Op::sqrt, Op::rsqrt, Op::reciprocal, Op::relu, Op::sigmoid}) {
+    cases.push_back({op, {f32({3, 7})}, {}, f32({3, 7}), ""});
+  }
+  cases.push_back({Op::exp, {{DType::i64, {3}}}, {}, {}, "needs a floating input"});
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("the op table: unique names, consistent kinds and arities", "[unit][ir]") {
+  std::set<std::string> names;
+  for (int i = 0; i < kOpCount; ++i) {
+    const Op op = static_cast<Op>(i);
+    INFO(op_name(op));
+    CHECK(names.insert(op_name(op)).second);
+    const OpKind kind = op_kind(op);
+    if (kind == OpKind::kUnary || kind == OpKind::kReduction || kind == OpKind::kView) CHECK(op_arity(op) == 1);
+    if (kind == OpKind::kBinary) CHECK(op_arity(op) == 2);
+    if (kind == OpKind::kTernary) CHECK(op_arity(op) == 3);
+    if (kind == OpKind::kInput || kind == OpKind::kConstant) CHECK(op_arity(op) == 0);
+  }
+}
+
+TEST_CASE("every op's shape rule, table-driven, with every op covered", "[unit][ir]") {
+  std::set<Op> covered = {Op::input};  // inputs carry a given type and have no rule
+  for (const ShapeCase& c : shape_cases()) {
+    INFO(op_name(c.op) << " expecting " << (c.error.empty() ? c.expected.str() : "error: " + c.error));
+    covered.insert(c.op);
+    if (c.error.empty()) {
+      CHECK(infer_type(c.op, c.inputs, c.attrs) == c.expected);
+    } else {
+      CHECK_THROWS_WITH(infer_type(c.op, c.inputs, c.attrs), Contains(c.error));
+    }
+  }
+  CHECK(static_cast<int>(covered.size()) == kOpCount);
+}
+
+TEST_CASE("a graph prints as text and verifies", "[unit][ir]") {
+  //   x: f32[8, 4]   w: f32[4]
+  //        \         /
+  //         mul(x, w) -> sum over axis 1 -> output
+  Graph graph;
+  const ValueId x = graph.add_input("x", f32({8, 4}));
+  const ValueId w = graph.add_input("w", f32({4}));
+  const ValueId product = graph.add(Op::mul, {x, w});
+  const ValueId total = graph.add(Op::sum, {product}, ints({1}));
+  graph.mark_output(total);
+  CHECK_NOTHROW(verify(graph));
+  CHECK(to_text(graph) ==
+        "graph(%0: f32[8, 4] x, %1: f32[4] w) {\n"
+        "  %2: f32[8, 4] = mul(%0, %1)\n"
+        "  %3: f32[8] = sum(%2) {ints=[1]}\n"
+        "  return (%3)\n"
+        "}\n");
+}
+
+TEST_CASE("ill-typed nodes are refused when added and caught by the verifier", "[unit][ir]") {
+  Graph graph;
+  const ValueId x = graph.add_input("x", f32({2, 3}));
+  CHECK_THROWS_WITH(graph.add(Op::matmul, {x, x}), Contains("%1 = matmul: matmul inner dimensions differ"));
+  CHECK_THROWS_WITH(graph.add(Op::input, {}), Contains("add_input"));
+
+  std::vector<Node> nodes = graph.nodes();
+  Node wrong;
+  wrong.op = Op::relu;
+  wrong.inputs = {x};
+  wrong.type = f32({3, 2});
+  nodes.push_back(wrong);
+  CHECK_THROWS_WITH(verify(Graph::from_nodes(nodes, {1})), Contains("%1 = relu: typed f32[3, 2], its inputs give f32[2, 3]"));
+
+  Node early;
+  early.op = Op::neg;
+  early.inputs = {2};
+  early.type = f32({2, 3});
+  std::vector<Node> out_of_order = {graph.nodes()[0], early, early};
+  CHECK_THROWS_WITH(verify(Graph::from_nodes(out_of_order, {})), Contains("%1 = neg: input %2 is not defined before use"));
+}
