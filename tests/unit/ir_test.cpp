@@ -5,6 +5,8 @@
 #include <set>
 
 #include "trainc/compile/ir/graph.h"
+#include "trainc/compile/passes/cse.h"
+#include "trainc/compile/passes/dce.h"
 
 using namespace trainc::ir;
 using Catch::Matchers::Contains;
@@ -143,4 +145,41 @@ TEST_CASE("ill-typed nodes are refused when added and caught by the verifier", "
   early.type = f32({2, 3});
   std::vector<Node> out_of_order = {graph.nodes()[0], early, early};
   CHECK_THROWS_WITH(verify(Graph::from_nodes(out_of_order, {})), Contains("%1 = neg: input %2 is not defined before use"));
+}
+
+TEST_CASE("dead code elimination keeps inputs and what the outputs need", "[unit][ir][passes]") {
+  //   x -> neg (unused)     x -> exp -> output     y (unused input, kept)
+  Graph graph;
+  const ValueId x = graph.add_input("x", f32({3}));
+  graph.add_input("y", f32({3}));
+  graph.add(Op::neg, {x});
+  graph.mark_output(graph.add(Op::exp, {x}));
+  const Graph pruned = eliminate_dead_code(graph);
+  CHECK_NOTHROW(verify(pruned));
+  CHECK(to_text(pruned) ==
+        "graph(%0: f32[3] x, %1: f32[3] y) {\n"
+        "  %2: f32[3] = exp(%0)\n"
+        "  return (%2)\n"
+        "}\n");
+}
+
+TEST_CASE("common subexpression elimination merges identical nodes, not different attributes", "[unit][ir][passes]") {
+  //   a = exp(x); b = exp(x); c = add(a, b); s1 = sum(c, axis 0); s2 = sum(c, axis 1)
+  Graph graph;
+  const ValueId x = graph.add_input("x", f32({2, 2}));
+  const ValueId a = graph.add(Op::exp, {x});
+  const ValueId b = graph.add(Op::exp, {x});
+  const ValueId c = graph.add(Op::add, {a, b});
+  graph.mark_output(graph.add(Op::sum, {c}, ints({0})));
+  graph.mark_output(graph.add(Op::sum, {c}, ints({1})));
+  const Graph merged = eliminate_dead_code(eliminate_common_subexpressions(graph));
+  CHECK_NOTHROW(verify(merged));
+  CHECK(to_text(merged) ==
+        "graph(%0: f32[2, 2] x) {\n"
+        "  %1: f32[2, 2] = exp(%0)\n"
+        "  %2: f32[2, 2] = add(%1, %1)\n"
+        "  %3: f32[2] = sum(%2) {ints=[0]}\n"
+        "  %4: f32[2] = sum(%2) {ints=[1]}\n"
+        "  return (%3, %4)\n"
+        "}\n");
 }

@@ -1,0 +1,25 @@
+#include "trainc/compile/passes/rebuild.h"
+
+namespace trainc::ir {
+
+Graph keep_nodes(const Graph& graph, const std::vector<bool>& keep, const std::vector<ValueId>& replacement) {
+  std::vector<ValueId> new_id(static_cast<std::size_t>(graph.size()), -1);
+  std::vector<Node> nodes;
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    if (!keep[static_cast<std::size_t>(id)]) continue;
+    Node node = graph.node(id);
+    for (ValueId& input : node.inputs) {
+      input = new_id[static_cast<std::size_t>(replacement[static_cast<std::size_t>(input)])];
+      if (input < 0) throw IrError("keep_nodes: a kept node uses a dropped value");
+    }
+    new_id[static_cast<std::size_t>(id)] = static_cast<ValueId>(nodes.size());
+    nodes.push_back(std::move(node));
+  }
+  std::vector<ValueId> outputs;
+  for (ValueId output : graph.outputs()) {
+    outputs.push_back(new_id[static_cast<std::size_t>(replacement[static_cast<std::size_t>(output)])]);
+  }
+  return Graph::from_nodes(std::move(nodes), std::move(outputs));
+}
+
+}  // namespace trainc::ir
