@@ -1,0 +1,21 @@
+// defines: execute_with_aten, to_scalar_type, to_dtype
+//
+// Runs an IR graph op by op through ATen: the execution engine of the aot_eager backend and the
+// reference that generated kernels are tested against. Inputs are given in the order of the
+// graph's input nodes; the result holds the graph's outputs in order.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "trainc/compile/ir/graph.h"
+
+namespace trainc::ir {
+
+at::ScalarType to_scalar_type(DType dtype);
+DType to_dtype(at::ScalarType type);  // IrError for a type the IR does not have
+
+std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs);
+
+}  // namespace trainc::ir
