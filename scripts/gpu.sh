@@ -16,9 +16,12 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINC_BUILD_TESTS=ON > "$O
 build_rc=$?
 if [[ $build_rc -ne 0 ]]; then tail -n 40 "$OUT/build.log" "$OUT/cmake.log"; exit 1; fi
 
-step tests
-ctest --test-dir build-gpu -j8 --output-on-failure --timeout 300 > "$OUT/ctest.log" 2>&1
-test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
+test_summary="not run (TRAINC_GPU_TESTS=0)"
+if [[ "${TRAINC_GPU_TESTS:-1}" == 1 ]]; then
+  step tests
+  ctest --test-dir build-gpu -j8 --output-on-failure --timeout 300 > "$OUT/ctest.log" 2>&1
+  test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
+fi
 
 # Median step time over 10-step intervals (steps 12 onwards), from trainc's metrics.jsonl.
 trainc_run() {  # name, extra flags
@@ -35,15 +38,16 @@ path, name, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rows = [json.loads(l) for l in open(path)] if rc == 0 else []
 # Records: step 1 alone, then one per 10 steps (their mean step time); the first interval warms up.
 steps = [r for r in rows if "step_time_ms" in r]
+peak = next((r["peak_memory_gb"] for r in rows if "peak_memory_gb" in r), None)
 median = statistics.median(r["step_time_ms"] for r in steps[2:]) if len(steps) > 2 else float("nan")
 print(json.dumps({"peer": "trainc", "compile": name, "rc": rc, "median_step_ms": median,
                   "tokens_per_second": 16 * 1024 / (median / 1000) if steps else 0,
-                  "first_step_s": steps[0]["step_time_ms"] / 1000 if steps else None}))
+                  "first_step_s": steps[0]["step_time_ms"] / 1000 if steps else None, "peak_memory_gb": peak}))
 PY
 }
 rm -f "$OUT/results.jsonl"
 trainc_run eager
-for mode in none default; do
+for mode in ${TRAINC_GPU_PEER_MODES:-none default}; do
   step "pytorch $mode"
   timeout 300 python3 scripts/bench/pytorch_gpt2.py --compile "$mode" --steps 41 >> "$OUT/results.jsonl" 2> "$OUT/pytorch_$mode.log"
 done

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/gpu_memory.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/config/emit.h"
 #include "trainc/config/fields.h"
@@ -386,10 +387,15 @@ int Trainer::train() {
                             {"train_samples_per_second", static_cast<double>(samples_this_run_) / runtime},
                             {"train_steps_per_second", static_cast<double>(steps_this_run_) / runtime},
                             {"train_loss", steps_this_run_ > 0 ? loss_total_.item<double>() / static_cast<double>(steps_this_run_) : 0.0}};
+  std::string memory;
+  if (const auto peak = peak_gpu_memory_bytes(device_)) {
+    summary["peak_memory_gb"] = static_cast<double>(*peak) / 1e9;
+    memory = ", peak GPU memory " + format_number(summary["peak_memory_gb"], 3) + " GB";
+  }
   record(summary, state_.epoch);
   reporter_->info("done: " + std::to_string(state_.global_step) + " steps in " + format_number(runtime, 3) + " s, " +
                   format_count(summary["train_samples_per_second"]) + " samples/s, train_loss " +
-                  format_number(summary["train_loss"]));
+                  format_number(summary["train_loss"]) + memory);
   for (auto it = state_.log_history.rbegin(); it != state_.log_history.rend(); ++it) {
     if (!it->contains("eval_loss")) continue;
     std::string line = "final eval (step " + std::to_string((*it)["step"].get<int64_t>()) + "): eval_loss " +
