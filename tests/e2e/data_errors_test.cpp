@@ -15,6 +15,9 @@ CommandResult train(const ScratchDir& dir, const std::string& yaml) {
                                                    dir.file("out") + "\n" + yaml);
   return run_trainc("--config " + config);
 }
+CommandResult train_idx(const ScratchDir& dir) {
+  return train(dir, "data: {kind: idx, train_path: " + dir.file("images") + ", train_labels_path: " + dir.file("labels") + "}\n");
+}
 const std::string kGpt = "model: {name: gpt, n_layer: 1, n_head: 2, n_embd: 16, block_size: 8, vocab_size: 100}\n";
 }  // namespace
 
@@ -45,8 +48,7 @@ TEST_CASE("an IDX file with the wrong magic number", "[e2e][data]") {
   ScratchDir dir;
   write_idx_images(dir.file("images"), 10, false, 0x00000801);
   write_idx_labels(dir.file("labels"), 10, false);
-  const CommandResult result = train(dir, "data: {kind: idx, train_path: " + dir.file("images") + ", train_labels_path: " +
-                                              dir.file("labels") + "}\n");
+  const CommandResult result = train_idx(dir);
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains(dir.file("images") + ": not an IDX images file: magic number 0x00000801, expected 0x00000803"));
 }
@@ -57,8 +59,7 @@ TEST_CASE("an IDX file cut short", "[e2e][data]") {
   const std::string bytes = read_text(dir.file("images"));
   std::ofstream(dir.file("images"), std::ios::binary) << bytes.substr(0, 2000);
   write_idx_labels(dir.file("labels"), 10, false);
-  const CommandResult result = train(dir, "data: {kind: idx, train_path: " + dir.file("images") + ", train_labels_path: " +
-                                              dir.file("labels") + "}\n");
+  const CommandResult result = train_idx(dir);
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains(dir.file("images") + ": truncated: 10 images needs 7840 bytes"));
 }

@@ -21,9 +21,7 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, const ModelInputs& 
   if (gradient_checkpointing && config.name != "gpt") {
     throw UserError("gradient_checkpointing: supported for model.name gpt; got model.name " + config.name);
   }
-  if (config.name == "gpt" || config.name == "torchscript") {
-    // both handled below; a classifier-only check applies to the zoo classifiers
-  } else if (inputs.language_model) {
+  if (inputs.language_model && (config.name == "mlp" || config.name == "cnn")) {
     throw UserError("model.name: " + config.name + " is a classifier, but the data is a token stream; use model.name gpt");
   }
   if (config.name == "mlp") {

@@ -67,13 +67,6 @@ void check_format(const fs::path& dir) {
   }
 }
 
-// Renames first, so that a kill in the middle of deleting never leaves a partial checkpoint-N.
-void remove_checkpoint_dir(const fs::path& dir) {
-  const fs::path doomed = dir.parent_path() / (".deleting-" + dir.filename().string() + "-" + std::to_string(::getpid()));
-  fs::rename(dir, doomed);
-  fs::remove_all(doomed);
-}
-
 std::vector<c10::Device> generator_devices() {
   std::vector<c10::Device> devices = {c10::Device(c10::kCPU)};
   for (int64_t i = 0; i < static_cast<int64_t>(torch::cuda::device_count()); ++i) {
@@ -210,7 +203,13 @@ void remove_stale_checkpoint_files(const std::string& output_dir) {
   }
 }
 
-void remove_checkpoint(const std::string& checkpoint_dir) { remove_checkpoint_dir(checkpoint_dir); }
+void remove_checkpoint(const std::string& checkpoint_dir) {
+  // Renamed first, so that a kill in the middle of deleting never leaves a partial checkpoint-N.
+  const fs::path dir(checkpoint_dir);
+  const fs::path doomed = dir.parent_path() / (".deleting-" + dir.filename().string() + "-" + std::to_string(::getpid()));
+  fs::rename(dir, doomed);
+  fs::remove_all(doomed);
+}
 
 void rotate_checkpoints(const std::string& output_dir, int64_t limit, const std::optional<std::string>& best_checkpoint) {
   std::vector<std::pair<int64_t, fs::path>> checkpoints;
@@ -225,7 +224,7 @@ void rotate_checkpoints(const std::string& output_dir, int64_t limit, const std:
   auto remaining = static_cast<int64_t>(checkpoints.size());
   for (std::size_t i = 0; i + 1 < checkpoints.size() && remaining > limit; ++i) {
     if (is_best(checkpoints[i].second)) continue;
-    remove_checkpoint_dir(checkpoints[i].second);
+    remove_checkpoint(checkpoints[i].second.string());
     --remaining;
   }
 }

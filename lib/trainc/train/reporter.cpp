@@ -51,7 +51,7 @@ void configure_logging(const std::string& log_level) {
 }
 
 Reporter::Reporter(const std::string& metrics_path, bool append, std::optional<bool> disable_tqdm)
-    : metrics_(metrics_path, append ? std::ios::app : std::ios::trunc), metrics_path_(metrics_path) {
+    : metrics_(metrics_path, append ? std::ios::app : std::ios::trunc) {
   if (!metrics_) throw UserError(metrics_path + ": cannot open for writing", kExitFailure);
   show_bar_ = !disable_tqdm.value_or(false) && ::isatty(STDOUT_FILENO);
 }

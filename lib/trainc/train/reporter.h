@@ -29,7 +29,6 @@ class Reporter {
  private:
   void clear_bar();
   std::ofstream metrics_;
-  std::string metrics_path_;
   bool show_bar_ = false;
   bool bar_drawn_ = false;
 };
