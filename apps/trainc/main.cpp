@@ -1,6 +1,7 @@
 // trainc: train a model from a YAML run config.
 //
-//   trainc [--config run.yaml] [--print-config] [--<any-config-key> VALUE ...]
+//   trainc [--config run.yaml] [--print-config] [--dump-dir DIR] [--<any-config-key> VALUE ...]
+//   trainc explain [same options]    plan the compiled step and print what the planner sees
 //
 // Every config key is a flag (dash or underscore spelling; model/data keys as --model.n-layer).
 // Errors in the config or the flags exit with code 2 and one line on stderr.
@@ -19,9 +20,9 @@
 namespace {
 
 // "--learning_rate=1" -> "--learning-rate=1": both spellings reach the same dash-case option.
-std::vector<std::string> normalized_arguments(int argc, char** argv) {
+std::vector<std::string> normalized_arguments(int argc, char** argv, int first) {
   std::vector<std::string> arguments;
-  for (int i = argc - 1; i >= 1; --i) {  // CLI11 takes its arguments in reverse order
+  for (int i = argc - 1; i >= first; --i) {  // CLI11 takes its arguments in reverse order
     std::string argument = argv[i];
     if (argument.rfind("--", 0) == 0) {
       const std::size_t name_end = std::min(argument.find('='), argument.size());
@@ -42,6 +43,12 @@ int run(int argc, char** argv) {
   CLI::App app{"trainc: train a model from a YAML run config (keys follow Hugging Face's TrainingArguments)",
                "trainc"};
   app.get_formatter()->column_width(40);
+  app.footer("Subcommand:\n  trainc explain [options]      Plan the compiled training step of the config's first batch and print\n"
+             "                                the captured ops, graph breaks, backend and mode, and planned kernels");
+  const bool explain = argc > 1 && std::string(argv[1]) == "explain";
+  trainc::RunOptions run_options;
+  app.add_option("--dump-dir", run_options.dump_dir,
+                 "Write each compiled step's traced graph, IR, joint graph and programs here as text");
   std::string config_path;
   bool print_config = false;
   app.add_option("--config", config_path, "YAML run config; without it, the built-in quickstart config");
@@ -67,7 +74,7 @@ int run(int argc, char** argv) {
   app.allow_extras();
 
   try {
-    app.parse(normalized_arguments(argc, argv));
+    app.parse(normalized_arguments(argc, argv, explain ? 2 : 1));
   } catch (const CLI::CallForHelp& help) {
     return app.exit(help);
   } catch (const CLI::ParseError& error) {
@@ -104,7 +111,9 @@ int run(int argc, char** argv) {
     std::cout << trainc::to_yaml_text(config);
     return trainc::kExitOk;
   }
-  return trainc::run_training(config, config_path.empty() ? trainc::kBuiltinConfigName : config_path, warnings);
+  const std::string source = config_path.empty() ? trainc::kBuiltinConfigName : config_path;
+  if (explain) return trainc::run_explain(config, source, run_options);
+  return trainc::run_training(config, source, warnings, run_options);
 }
 
 }  // namespace

@@ -41,6 +41,11 @@ std::vector<ExecCase> cases() {
   Attributes causal;
   causal.causal = true;
   const at::Tensor tied = r({4});
+  Attributes iota = with_ints({5});
+  iota.dtype = DType::i64;
+  Attributes certain = with_ints({3, 2});
+  certain.scalar = 1.0;
+  certain.dtype = DType::f64;
   std::vector<ExecCase> rows = {
       {Op::constant, {}, constant, [](auto&) { return torch::full({2, 3}, 1.5, torch::kDouble); }},
       {Op::neg, {r({5})}, {}, [](auto& x) { return -x[0]; }},
@@ -82,6 +87,49 @@ std::vector<ExecCase> cases() {
        }},
       {Op::conv2d, {r({1, 2, 5, 5}), r({3, 2, 3, 3})}, with_ints({1, 1}), [](auto& x) {
          return torch::nn::functional::conv2d(x[0], x[1], torch::nn::functional::Conv2dFuncOptions().padding(1));
+       }},
+      {Op::iota, {}, iota, [](auto&) { return torch::tensor({0, 1, 2, 3, 4}, torch::kLong); }},
+      {Op::bernoulli, {}, certain, [](auto&) { return torch::ones({3, 2}, torch::kDouble); }},
+      {Op::detach, {r({4})}, {}, [](auto& x) { return x[0]; }},
+      {Op::concat, {r({2, 1}), r({2, 3})}, with_ints({1}), [](auto& x) {
+         return torch::stack({x[0].select(1, 0), x[1].select(1, 0), x[1].select(1, 1), x[1].select(1, 2)}, 1);
+       }},
+      {Op::slice_backward, {r({2, 2})}, with_ints({1, 1, 4, 2, 2, 5}), [](auto& x) {
+         auto full = torch::zeros({2, 5}, torch::kDouble);
+         full.select(1, 1).copy_(x[0].select(1, 0));
+         full.select(1, 3).copy_(x[0].select(1, 1));
+         return full;
+       }},
+      {Op::embedding_grad, {r({2, 3}), torch::tensor({4, 4}, torch::kLong)}, with_ints({6}), [](auto& x) {
+         auto full = torch::zeros({6, 3}, torch::kDouble);
+         full.select(0, 4).copy_(x[0].sum(0));
+         return full;
+       }},
+      {Op::conv2d_input_grad, {r({1, 3, 5, 5}), r({1, 2, 5, 5}), r({3, 2, 3, 3})}, with_ints({1, 1}), [](auto& x) {
+         auto input = x[1].clone().requires_grad_(true);
+         torch::nn::functional::conv2d(input, x[2], torch::nn::functional::Conv2dFuncOptions().padding(1)).backward(x[0]);
+         return input.grad();
+       }},
+      {Op::conv2d_weight_grad, {r({1, 3, 5, 5}), r({1, 2, 5, 5}), r({3, 2, 3, 3})}, with_ints({1, 1}), [](auto& x) {
+         auto weight = x[2].clone().requires_grad_(true);
+         torch::nn::functional::conv2d(x[1], weight, torch::nn::functional::Conv2dFuncOptions().padding(1)).backward(x[0]);
+         return weight.grad();
+       }},
+      {Op::max_pool2d, {r({1, 2, 4, 4})}, with_ints({2, 2, 0}), [](auto& x) {
+         return x[0].view({1, 2, 2, 2, 2, 2}).amax({3, 5});
+       }},
+      {Op::max_pool2d_grad, {r({1, 2, 2, 2}), r({1, 2, 4, 4})}, with_ints({2, 2, 0}), [](auto& x) {
+         auto input = x[1].clone().requires_grad_(true);
+         input.view({1, 2, 2, 2, 2, 2}).amax({3, 5}).backward(x[0]);
+         return input.grad();
+       }},
+      {Op::avg_pool2d, {r({1, 2, 4, 4})}, with_ints({2, 2, 0, 1}), [](auto& x) {
+         return x[0].view({1, 2, 2, 2, 2, 2}).mean({3, 5});
+       }},
+      {Op::avg_pool2d_grad, {r({1, 2, 2, 2}), r({1, 2, 4, 4})}, with_ints({2, 2, 0, 1}), [](auto& x) {
+         auto input = x[1].clone().requires_grad_(true);
+         input.view({1, 2, 2, 2, 2, 2}).mean({3, 5}).backward(x[0]);
+         return input.grad();
        }},
   };
   return rows;

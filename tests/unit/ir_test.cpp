@@ -36,6 +36,10 @@ std::vector<ShapeCase> shape_cases() {
   to_bf16.dtype = DType::bf16;
   Attributes constant = ints({2, 3});
   constant.scalar = 0.5;
+  Attributes iota = ints({7});
+  iota.dtype = DType::i64;
+  Attributes draw = ints({3, 4});
+  draw.scalar = 0.9;
   std::vector<ShapeCase> cases = {
       {Op::constant, {}, constant, f32({2, 3}), ""},
       {Op::cast, {f32({4})}, to_bf16, {DType::bf16, {4}}, ""},
@@ -68,6 +72,22 @@ std::vector<ShapeCase> shape_cases() {
       {Op::attention, {f32({2, 4, 8, 16}), f32({2, 4, 8, 16}), f32({2, 4, 8, 32})}, {}, f32({2, 4, 8, 32}), ""},
       {Op::conv2d, {f32({2, 3, 28, 28}), f32({8, 3, 3, 3})}, ints({1, 1}), f32({2, 8, 28, 28}), ""},
       {Op::conv2d, {f32({2, 3, 28, 28}), f32({8, 4, 3, 3})}, ints({1, 1}), {}, "channels differ"},
+      {Op::iota, {}, iota, {DType::i64, {7}}, ""},
+      {Op::bernoulli, {}, draw, f32({3, 4}), ""},
+      {Op::detach, {{DType::i64, {3}}}, {}, {DType::i64, {3}}, ""},
+      {Op::concat, {f32({2, 3}), f32({2, 5})}, ints({1}), f32({2, 8}), ""},
+      {Op::concat, {f32({2, 3}), f32({3, 5})}, ints({1}), {}, "differ outside dimension"},
+      {Op::slice_backward, {f32({4, 3})}, ints({1, 2, 9, 3, 4, 10}), f32({4, 10}), ""},
+      {Op::slice_backward, {f32({4, 2})}, ints({1, 2, 9, 3, 4, 10}), {}, "does not fit"},
+      {Op::embedding_grad, {f32({4, 8, 16}), {DType::i64, {4, 8}}}, ints({100}), f32({100, 16}), ""},
+      {Op::conv2d_input_grad, {f32({2, 8, 28, 28}), f32({2, 3, 28, 28}), f32({8, 3, 3, 3})}, ints({1, 1}), f32({2, 3, 28, 28}), ""},
+      {Op::conv2d_weight_grad, {f32({2, 8, 28, 28}), f32({2, 3, 28, 28}), f32({8, 3, 3, 3})}, ints({1, 1}), f32({8, 3, 3, 3}), ""},
+      {Op::conv2d_weight_grad, {f32({2, 8, 27, 28}), f32({2, 3, 28, 28}), f32({8, 3, 3, 3})}, ints({1, 1}), {}, "does not fit"},
+      {Op::max_pool2d, {f32({2, 3, 28, 28})}, ints({2, 2, 0}), f32({2, 3, 14, 14}), ""},
+      {Op::max_pool2d, {f32({2, 3, 28, 28})}, ints({2, 2, 3}), {}, "padding"},
+      {Op::max_pool2d_grad, {f32({2, 3, 14, 14}), f32({2, 3, 28, 28})}, ints({2, 2, 0}), f32({2, 3, 28, 28}), ""},
+      {Op::avg_pool2d, {f32({2, 3, 28, 28})}, ints({3, 2, 1, 1}), f32({2, 3, 14, 14}), ""},
+      {Op::avg_pool2d_grad, {f32({2, 3, 14, 14}), f32({2, 3, 28, 28})}, ints({3, 2, 1, 1}), f32({2, 3, 28, 28}), ""},
   };
   for (Op op : {Op::neg, Op::exp, Op::log, Op::tanh, Op::erf, Op::sqrt, Op::rsqrt, Op::reciprocal, Op::relu, Op::sigmoid}) {
     cases.push_back({op, {f32({3, 7})}, {}, f32({3, 7}), ""});
@@ -88,7 +108,7 @@ TEST_CASE("the op table: unique names, consistent kinds and arities", "[unit][ir
     if (kind == OpKind::kUnary || kind == OpKind::kReduction || kind == OpKind::kView) CHECK(op_arity(op) == 1);
     if (kind == OpKind::kBinary) CHECK(op_arity(op) == 2);
     if (kind == OpKind::kTernary) CHECK(op_arity(op) == 3);
-    if (kind == OpKind::kInput || kind == OpKind::kConstant) CHECK(op_arity(op) == 0);
+    if (kind == OpKind::kInput || kind == OpKind::kConstant || kind == OpKind::kRandom) CHECK(op_arity(op) == 0);
   }
 }
 

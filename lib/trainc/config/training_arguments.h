@@ -71,6 +71,7 @@ using StringList = std::vector<std::string>;
   X(bool, torch_compile, false, "", "", "Compile the training step") \
   X(std::optional<std::string>, torch_compile_backend, std::nullopt, "eager|aot_eager|inductor|cudagraphs|ipex|hpu_backend|neuron", "", "Compile backend; implies torch_compile; chosen from the hardware when unset") \
   X(std::optional<std::string>, torch_compile_mode, std::nullopt, "default|reduce-overhead|max-autotune|max-autotune-no-cudagraphs", "", "Compile mode; implies torch_compile") \
+  X(bool, torch_compile_fullgraph, false, "", "", "trainc's: stop (exit 2) at a graph break instead of running that step eagerly, like torch.compile(fullgraph=True)") \
   X(bool, use_cpu, false, "", "", "Train on the CPU even when a GPU is present") \
   X(std::optional<std::string>, ddp_backend, std::nullopt, "nccl|gloo", "", "Distributed backend; defaults from the device") \
   X(int64_t, ddp_timeout, 1800, "", "", "Seconds a distributed collective may wait before the run fails") \

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <sstream>
 
 #include "trainc/common/error.h"
+#include "trainc/compile/runtime/guards.h"
 #include "trainc/compat/gpu_memory.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/config/emit.h"
@@ -73,8 +75,12 @@ StepPlan plan_steps(const TrainingArguments& args, int64_t train_samples) {
   return plan;
 }
 
-Trainer::Trainer(const RunConfig& config, std::string config_source, std::vector<std::string> warnings)
-    : config_(config), config_source_(std::move(config_source)), warnings_(std::move(warnings)), args_(config_.args) {}
+Trainer::Trainer(const RunConfig& config, std::string config_source, std::vector<std::string> warnings, RunOptions options)
+    : config_(config),
+      config_source_(std::move(config_source)),
+      options_(std::move(options)),
+      warnings_(std::move(warnings)),
+      args_(config_.args) {}
 
 void Trainer::prepare_output_dir() {
   const fs::path dir(args_.output_dir);
@@ -114,7 +120,7 @@ void Trainer::print_header() const {
       {"optimizer", args_.optim + ", lr " + format_number(args_.learning_rate) + " " + args_.lr_scheduler_type +
                         ", weight_decay " + format_number(args_.weight_decay) + ", max_grad_norm " +
                         format_number(args_.max_grad_norm)},
-      {"compile", args_.torch_compile ? "backend " + args_.torch_compile_backend.value_or("eager") : "off (eager)"},
+      {"compile", backend_ ? "backend " + backend_->describe() : "off (eager)"},
       {"output_dir", args_.output_dir},
   };
   for (const auto& [key, value] : rows) {
@@ -128,12 +134,13 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
   const auto count = static_cast<double>(micro_batches.size());
   loss = torch::zeros({}, torch::TensorOptions().device(device_));
   for (Batch& batch : micro_batches) {
-    torch::Tensor logits;
-    {
-      AutocastScope autocast(precision_.device, precision_.autocast, precision_.dtype);
-      logits = model_->forward(batch.inputs);
+    if (compiler_) {
+      // The compiled backward is seeded with the same factor eager backward() gets.
+      const double seed = (scaler_.enabled() ? scaler_.scale() : 1.0) / count;
+      loss += compiler_->run(batch.inputs, batch.targets, seed) / count;
+      continue;
     }
-    const torch::Tensor micro_loss = cross_entropy_loss(logits, batch.targets, args_.label_smoothing_factor) / count;
+    const torch::Tensor micro_loss = loss_fn_(batch.inputs, batch.targets) / count;
     (scaler_.enabled() ? micro_loss * scaler_.scale() : micro_loss).backward();
     loss += micro_loss.detach();
   }
@@ -239,15 +246,11 @@ void Trainer::maybe_save(bool force) {
   reporter_->info("saved " + path);
 }
 
-int Trainer::train() {
-  const auto run_start = std::chrono::steady_clock::now();
+void Trainer::setup() {
   device_ = torch::cuda::is_available() && !args_.use_cpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   precision_ = resolve_precision(args_, device_);
   scaler_ = LossScaler(args_.fp16);
-  if (args_.torch_compile && args_.torch_compile_backend.value_or("") != "eager") {
-    throw UserError("torch_compile: compiled training steps are not available in this build of trainc; set "
-                    "torch_compile: false, or torch_compile_backend: eager to run the eager reference");
-  }
+  if (args_.torch_compile) backend_ = select_backend(args_, device_.is_cuda() ? "cuda" : "cpu");
   const char* world_size = std::getenv("WORLD_SIZE");
   if (world_size != nullptr && std::string(world_size) != "1") {
     throw UserError("WORLD_SIZE=" + std::string(world_size) + ": distributed training is not available in this build of trainc; run one process");
@@ -273,7 +276,71 @@ int Trainer::train() {
   state_.logging_steps = plan_.logging_steps;
   state_.eval_steps = plan_.eval_steps;
   state_.save_steps = plan_.save_steps;
+  loss_fn_ = [this](const torch::Tensor& inputs, const torch::Tensor& targets) {
+    torch::Tensor logits;
+    {
+      AutocastScope autocast(precision_.device, precision_.autocast, precision_.dtype);
+      logits = model_->forward(inputs);
+    }
+    return cross_entropy_loss(logits, targets, args_.label_smoothing_factor);
+  };
+}
 
+void Trainer::start_compiler() {
+  if (!backend_ || backend_->backend == "eager") return;
+  CompileOptions options;
+  options.backend = *backend_;
+  options.fullgraph = args_.torch_compile_fullgraph;
+  options.dump_dir = options_.dump_dir;
+  auto on_compile = [this](const CompileEvent& event) {
+    record({{"compile_seconds", event.seconds}, {"compile_reason", event.reason}, {"compile_outcome", event.outcome},
+            {"input_signature", event.signature}},
+           state_.epoch);
+    reporter_->info("compile: " + event.outcome + " in " + format_number(event.seconds, 3) + " s (" + event.reason + "; " +
+                    event.signature + ")");
+  };
+  compiler_ = std::make_unique<StepCompiler>(*model_, loss_fn_, options, on_compile,
+                                             [this](const std::string& warning) { reporter_->warn(warning); });
+}
+
+int Trainer::explain() {
+  config_.args.torch_compile = true;  // explain plans a compiled step whatever the config says
+  std::string backend_line;
+  try {
+    setup();
+    backend_line = backend_->describe();
+  } catch (const UserError& error) {
+    if (backend_ || std::string(error.what()).find("torch_compile") == std::string::npos) throw;
+    // The backend cannot run here; show the plan all the same, then exit 2 with the reason.
+    backend_line = std::string("unavailable: ") + error.what();
+    config_.args.torch_compile = false;
+    setup();
+  }
+  BatchLoader loader(*data_.train, data_.train->epoch_order(data_seed_, 0), args_.per_device_train_batch_size,
+                     args_.dataloader_drop_last, 0, 0, device_);
+  const std::optional<Batch> batch = loader.next();
+  if (!batch) throw UserError("explain: the training data yields no batch");
+  const auto start = std::chrono::steady_clock::now();
+  const CompilePlan plan = plan_step(*model_, loss_fn_, batch->inputs, batch->targets);
+  const double seconds = seconds_since(start);
+  if (!options_.dump_dir.empty()) dump_plan(plan, options_.dump_dir, "compile-1");
+  BackendChoice shown = backend_.value_or(BackendChoice{});
+  std::string text = explain_plan(plan, shown);
+  const std::string backend_prefix = "backend      ";
+  const std::size_t at = text.find(backend_prefix);
+  const std::size_t line_end = text.find('\n', at);
+  text.replace(at, line_end - at, backend_prefix + backend_line);
+  std::cout << "config       " << config_source_ << "\n"
+            << "model        " << model_->describe() << "\n"
+            << "batch        " << input_signature(batch->inputs, batch->targets) << "\n"
+            << text << "planning     " << format_number(seconds, 3) << " s\n";
+  if (!options_.dump_dir.empty()) std::cout << "dumped       " << options_.dump_dir << "\n";
+  return backend_ ? kExitOk : kExitUsage;
+}
+
+int Trainer::train() {
+  const auto run_start = std::chrono::steady_clock::now();
+  setup();
   // Everything is checked before the output directory is touched: a run that fails here leaves it as it was.
   std::optional<std::string> resume_dir;
   if (args_.resume_from_checkpoint) {
@@ -294,6 +361,10 @@ int Trainer::train() {
   for (const auto& event : state_.log_history) reporter_->record(event);  // metrics.jsonl as of the checkpoint
   for (const std::string& warning : warnings_) reporter_->warn(warning);
   print_header();
+  if (backend_) {
+    for (const std::string& warning : backend_->warnings) reporter_->warn(warning);
+  }
+  start_compiler();
   if (resume_dir) reporter_->info("resumed from " + *resume_dir + " at step " + std::to_string(state_.global_step));
 
   const auto on_device = torch::TensorOptions().device(device_);
@@ -324,6 +395,11 @@ int Trainer::train() {
       for (const Batch& batch : micro_batches) samples += batch.size();
       torch::Tensor loss, grad_norm;
       run_step(micro_batches, loss, grad_norm);
+      if (compiler_) {
+        // Compile time is reported on its own (compile_seconds), not as step time.
+        const auto compile_time = std::chrono::duration<double>(compiler_->take_compile_seconds());
+        last_log_time_ += std::chrono::duration_cast<std::chrono::steady_clock::duration>(compile_time);
+      }
       ++state_.global_step;
       ++step_in_epoch;
       const torch::Tensor finite = torch::isfinite(loss);
@@ -387,6 +463,7 @@ int Trainer::train() {
                             {"train_samples_per_second", static_cast<double>(samples_this_run_) / runtime},
                             {"train_steps_per_second", static_cast<double>(steps_this_run_) / runtime},
                             {"train_loss", steps_this_run_ > 0 ? loss_total_.item<double>() / static_cast<double>(steps_this_run_) : 0.0}};
+  if (compiler_) summary["compile_seconds"] = compiler_->total_compile_seconds();
   std::string memory;
   if (const auto peak = peak_gpu_memory_bytes(device_)) {
     summary["peak_memory_gb"] = static_cast<double>(*peak) / 1e9;

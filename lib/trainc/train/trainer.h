@@ -13,12 +13,14 @@
 #include <memory>
 #include <string>
 
+#include "trainc/compile/planner.h"
 #include "trainc/config/training_arguments.h"
 #include "trainc/data/dataset.h"
 #include "trainc/models/model.h"
 #include "trainc/train/lr_schedule.h"
 #include "trainc/train/precision.h"
 #include "trainc/train/reporter.h"
+#include "trainc/train/run.h"
 #include "trainc/train/trainer_state.h"
 
 namespace trainc {
@@ -38,10 +40,15 @@ StepPlan plan_steps(const TrainingArguments& args, int64_t train_samples);
 
 class Trainer {
  public:
-  Trainer(const RunConfig& config, std::string config_source, std::vector<std::string> warnings);
-  int train();  // returns the exit code
+  Trainer(const RunConfig& config, std::string config_source, std::vector<std::string> warnings, RunOptions options = {});
+  int train();    // returns the exit code
+  int explain();  // `trainc explain`: prints the compile plan of the first batch
 
  private:
+  // Device, data, model, optimizer, schedule and compile backend: everything checked before the
+  // output directory is touched.
+  void setup();
+  void start_compiler();
   void prepare_output_dir();
   void print_header() const;
   // One optimizer step. The loss and gradient norm stay on the device: no host sync.
@@ -56,8 +63,9 @@ class Trainer {
 
   RunConfig config_;
   std::string config_source_;
+  RunOptions options_;
   std::vector<std::string> warnings_;
-  const TrainingArguments& args_;
+  const TrainingArguments& args_;  // config_.args
   torch::Device device_{torch::kCPU};
   Precision precision_;
   LossScaler scaler_{false};
@@ -65,6 +73,9 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::vector<torch::Tensor> parameters_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  LossFunction loss_fn_;  // one micro-batch: autocast forward, then the loss in float32
+  std::optional<BackendChoice> backend_;
+  std::unique_ptr<StepCompiler> compiler_;  // set when a compiling backend runs the steps
   StepPlan plan_;
   LrSchedule schedule_;
   TrainerState state_;

@@ -35,9 +35,10 @@ using ValueId = int32_t;
 
 // Per-op parameters; each op reads only the fields its shape rule documents (shape_rules.cpp).
 struct Attributes {
-  std::vector<int64_t> ints;  // reductions: axes; reshape/expand/constant: shape; permute: order;
-                              // slice: {dim, start, end, step}; conv2d: {stride, padding}
-  double scalar = 0.0;        // constant: the value
+  std::vector<int64_t> ints;  // reductions: axes; reshape/expand/constant/bernoulli: shape;
+                              // permute: order; slice: {dim, start, end, step}; iota: {n};
+                              // the extern ops: see shape_rules.cpp
+  double scalar = 0.0;        // constant: the value; bernoulli: P(1); attention: scale (0: 1/sqrt(dim))
   bool keepdim = false;       // reductions
   DType dtype = DType::f32;   // cast and constant: the result dtype
   bool causal = false;        // attention

@@ -13,7 +13,8 @@ namespace trainc::ir {
 
 enum class OpKind : uint8_t {
   kInput,      // a graph input (parameter or batch tensor); no inputs
-  kConstant,   // a scalar broadcast to a shape; attribute `scalar`
+  kConstant,   // a value made from attributes alone: constant (a scalar broadcast), iota (0..n-1)
+  kRandom,     // fresh random numbers from the device's generator (never recomputed, never merged)
   kUnary,      // elementwise f(x)
   kBinary,     // elementwise f(x, y) with broadcasting
   kTernary,    // where(condition, x, y) with broadcasting
@@ -26,6 +27,8 @@ enum class OpKind : uint8_t {
 #define TRAINC_IR_OPS(X)          \
   X(input, kInput, 0)             \
   X(constant, kConstant, 0)       \
+  X(iota, kConstant, 0)           \
+  X(bernoulli, kRandom, 0)        \
   X(neg, kUnary, 1)               \
   X(exp, kUnary, 1)               \
   X(log, kUnary, 1)               \
@@ -37,6 +40,7 @@ enum class OpKind : uint8_t {
   X(relu, kUnary, 1)              \
   X(sigmoid, kUnary, 1)           \
   X(cast, kUnary, 1)              \
+  X(detach, kUnary, 1)            \
   X(add, kBinary, 2)              \
   X(sub, kBinary, 2)              \
   X(mul, kBinary, 2)              \
@@ -55,7 +59,16 @@ enum class OpKind : uint8_t {
   X(matmul, kExtern, 2)           \
   X(embedding, kExtern, 2)        \
   X(attention, kExtern, 3)        \
-  X(conv2d, kExtern, 2)
+  X(conv2d, kExtern, 2)           \
+  X(concat, kExtern, -1)          \
+  X(slice_backward, kExtern, 1)   \
+  X(embedding_grad, kExtern, 2)   \
+  X(conv2d_input_grad, kExtern, 3) \
+  X(conv2d_weight_grad, kExtern, 3) \
+  X(max_pool2d, kExtern, 1)       \
+  X(max_pool2d_grad, kExtern, 2)  \
+  X(avg_pool2d, kExtern, 1)       \
+  X(avg_pool2d_grad, kExtern, 2)
 // clang-format on
 
 enum class Op : uint8_t {

@@ -1,5 +1,5 @@
 // infer_type: the result type of every op, one rule per kind (and per extern op).
-//   unary        same type as the input (cast: attrs.dtype)
+//   unary        same type as the input (cast: attrs.dtype); detach: the value, with no gradient
 //   binary       numpy broadcasting; both inputs of one dtype (casts are explicit); gt, eq give b8
 //   where        condition b8, branches of one dtype, all three broadcast
 //   reduction    attrs.ints are the axes (negative counts from the end); keepdim keeps them as 1
@@ -12,6 +12,14 @@
 //   embedding    weight [vocab, dim] (floating), indices i64 [...] -> [..., dim]
 //   attention    q [B, H, T, D], k [B, H, S, D], v [B, H, S, E] -> [B, H, T, E]
 //   conv2d       input [N, C, H, W], weight [O, C, kh, kw], attrs.ints = {stride, padding}
+//   iota         attrs.ints = {n}, attrs.dtype -> [n] holding 0, 1, ..., n-1
+//   bernoulli    attrs.ints is the shape, attrs.dtype the dtype, attrs.scalar P(value is 1)
+//   concat       attrs.ints = {dim}; inputs agree in dtype and in every other dimension
+//   slice_backward  grad of a slice: attrs.ints = {dim, start, end, step, input sizes...} -> input
+//   embedding_grad  (grad [..., dim], indices [...]) with attrs.ints = {vocab} -> [vocab, dim]
+//   conv2d_input_grad / conv2d_weight_grad  (grad, input, weight), conv2d's ints -> input / weight
+//   max_pool2d   attrs.ints = {kernel, stride, padding}; avg_pool2d: + {count_include_pad}
+//   *_pool2d_grad  (grad, input) -> input
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -49,6 +57,8 @@ int64_t normalize_axis(int64_t axis, int64_t rank) {
   require(normalized >= 0 && normalized < rank, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   return normalized;
 }
+
+TensorType view_type(Op op, const TensorType& in, const Attributes& attrs);
 
 TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attributes& attrs) {
   switch (op) {
@@ -95,6 +105,58 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       const int64_t width = (input.shape[3] + 2 * padding - weight.shape[3]) / stride + 1;
       require(height >= 1 && width >= 1, "conv2d kernel larger than the padded input");
       return {input.dtype, {input.shape[0], weight.shape[0], height, width}};
+    }
+    case Op::concat: {
+      require(attrs.ints.size() == 1, "concat needs ints {dim}");
+      const int64_t dim = normalize_axis(attrs.ints[0], in[0].rank());
+      TensorType out = in[0];
+      out.shape[static_cast<std::size_t>(dim)] = 0;
+      for (const TensorType& t : in) {
+        require(t.dtype == in[0].dtype && t.rank() == in[0].rank(), "concat operands differ in dtype or rank");
+        for (int64_t d = 0; d < t.rank(); ++d) {
+          require(d == dim || t.shape[static_cast<std::size_t>(d)] == in[0].shape[static_cast<std::size_t>(d)],
+                  "concat operands differ outside dimension " + std::to_string(dim));
+        }
+        out.shape[static_cast<std::size_t>(dim)] += t.shape[static_cast<std::size_t>(dim)];
+      }
+      return out;
+    }
+    case Op::slice_backward: {
+      require(attrs.ints.size() > 4, "slice_backward needs ints {dim, start, end, step, input sizes...}");
+      const TensorType input{in[0].dtype, {attrs.ints.begin() + 4, attrs.ints.end()}};
+      Attributes slice;
+      slice.ints = {attrs.ints.begin(), attrs.ints.begin() + 4};
+      require(view_type(Op::slice, input, slice) == in[0], "slice_backward: the gradient does not fit the slice");
+      return input;
+    }
+    case Op::embedding_grad: {
+      require(attrs.ints.size() == 1 && attrs.ints[0] >= 1, "embedding_grad needs ints {vocab}");
+      require(in[1].dtype == DType::i64 && in[0].rank() == in[1].rank() + 1, "embedding_grad takes grad [..., dim] and i64 indices [...]");
+      return {in[0].dtype, {attrs.ints[0], in[0].shape.back()}};
+    }
+    case Op::conv2d_input_grad:
+    case Op::conv2d_weight_grad: {
+      require(extern_type(Op::conv2d, {in[1], in[2]}, attrs) == in[0], "conv2d gradient does not fit the convolution");
+      return op == Op::conv2d_input_grad ? in[1] : in[2];
+    }
+    case Op::max_pool2d:
+    case Op::avg_pool2d: {
+      const std::size_t expected = op == Op::max_pool2d ? 3 : 4;
+      require(attrs.ints.size() == expected && attrs.ints[0] >= 1 && attrs.ints[1] >= 1 && attrs.ints[2] >= 0 &&
+                  2 * attrs.ints[2] <= attrs.ints[0],
+              "pooling needs ints {kernel >= 1, stride >= 1, padding <= kernel / 2" + std::string(expected == 4 ? ", count_include_pad}" : "}"));
+      require(in[0].rank() == 4, "pooling takes [N, C, H, W]");
+      const int64_t kernel = attrs.ints[0], stride = attrs.ints[1], padding = attrs.ints[2];
+      const int64_t height = (in[0].shape[2] + 2 * padding - kernel) / stride + 1;
+      const int64_t width = (in[0].shape[3] + 2 * padding - kernel) / stride + 1;
+      require(height >= 1 && width >= 1, "pooling window larger than the padded input");
+      return {in[0].dtype, {in[0].shape[0], in[0].shape[1], height, width}};
+    }
+    case Op::max_pool2d_grad:
+    case Op::avg_pool2d_grad: {
+      const Op forward = op == Op::max_pool2d_grad ? Op::max_pool2d : Op::avg_pool2d;
+      require(extern_type(forward, {in[1]}, attrs) == in[0], "pooling gradient does not fit the pooling");
+      return in[1];
     }
     default:
       throw IrError(std::string("no extern rule for ") + op_name(op));
@@ -154,11 +216,16 @@ TensorType infer_type(Op op, const std::vector<TensorType>& in, const Attributes
     case OpKind::kInput:
       throw IrError("graph inputs have no rule; their type is given");
     case OpKind::kConstant:
+    case OpKind::kRandom:
       require(std::all_of(attrs.ints.begin(), attrs.ints.end(), [](int64_t s) { return s >= 0; }), "constant sizes must be >= 0");
+      require(op != Op::iota || attrs.ints.size() == 1, "iota needs ints {n}");
+      require(op != Op::bernoulli || (is_floating(attrs.dtype) && attrs.scalar >= 0 && attrs.scalar <= 1),
+              "bernoulli needs a floating dtype and a probability in [0, 1]");
       return {attrs.dtype, attrs.ints};
     case OpKind::kUnary:
       if (op == Op::cast) return {attrs.dtype, in[0].shape};
-      require(is_floating(in[0].dtype) || op == Op::neg || op == Op::relu, std::string(op_name(op)) + " needs a floating input");
+      require(is_floating(in[0].dtype) || op == Op::neg || op == Op::relu || op == Op::detach,
+              std::string(op_name(op)) + " needs a floating input");
       return in[0];
     case OpKind::kBinary:
       require(in[0].dtype == in[1].dtype, std::string("operands differ in dtype (") + dtype_name(in[0].dtype) + ", " +

@@ -15,7 +15,7 @@ Graph eliminate_common_subexpressions(const Graph& graph) {
   for (ValueId id = 0; id < graph.size(); ++id) {
     replacement[static_cast<std::size_t>(id)] = id;
     const Node& node = graph.node(id);
-    if (node.op == Op::input) continue;
+    if (node.op == Op::input || op_kind(node.op) == OpKind::kRandom) continue;  // two draws are two values
     std::vector<ValueId> inputs;
     for (ValueId input : node.inputs) inputs.push_back(replacement[static_cast<std::size_t>(input)]);
     const Attributes& a = node.attrs;

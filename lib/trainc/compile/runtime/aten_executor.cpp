@@ -9,48 +9,80 @@ namespace trainc::ir {
 namespace {
 
 using Inputs = std::vector<at::Tensor>;
-using Kernel = at::Tensor (*)(const Inputs&, const Attributes&);
+using Kernel = at::Tensor (*)(const Inputs&, const Attributes&, at::Device);
 
 at::Tensor attention(const Inputs& in, const Attributes& attrs) {
-  if (attrs.causal) return causal_attention(in[0], in[1], in[2], 0.0, false);
-  const at::Tensor scores = at::matmul(in[0], in[1].transpose(-2, -1)) / std::sqrt(static_cast<double>(in[0].size(-1)));
+  const double default_scale = 1.0 / std::sqrt(static_cast<double>(in[0].size(-1)));
+  if (attrs.causal && (attrs.scalar == 0.0 || attrs.scalar == default_scale)) return causal_attention(in[0], in[1], in[2], 0.0, false);
+  at::Tensor scores = at::matmul(in[0], in[1].transpose(-2, -1)) * (attrs.scalar == 0.0 ? default_scale : attrs.scalar);
+  if (attrs.causal) {
+    const int64_t t = scores.size(-2), s = scores.size(-1);
+    scores = scores.masked_fill(at::ones({t, s}, scores.options().dtype(at::kBool)).triu(1), -INFINITY);
+  }
   return at::matmul(at::softmax(scores, -1), in[2]);
+}
+
+std::vector<int64_t> tail(const std::vector<int64_t>& ints, std::size_t from) { return {ints.begin() + static_cast<std::ptrdiff_t>(from), ints.end()}; }
+
+// conv2d's gradients through ATen's convolution_backward, one of its outputs at a time.
+at::Tensor conv2d_grad(const Inputs& in, const Attributes& a, int which) {
+  const std::array<bool, 3> mask = {which == 0, which == 1, false};
+  const auto grads = at::convolution_backward(in[0], in[1], in[2], c10::nullopt, {a.ints[0], a.ints[0]}, {a.ints[1], a.ints[1]},
+                                              {1, 1}, false, {0, 0}, 1, mask);
+  return which == 0 ? std::get<0>(grads) : std::get<1>(grads);
 }
 
 // One ATen call per op. The table below is generated from TRAINC_IR_OPS: an op without its
 // run_<op> function does not compile.
-at::Tensor run_input(const Inputs& in, const Attributes& a) { throw IrError("inputs are not executed"); }
-at::Tensor run_constant(const Inputs& in, const Attributes& a) { return at::full(a.ints, a.scalar, at::TensorOptions().dtype(to_scalar_type(a.dtype))); }
-at::Tensor run_neg(const Inputs& in, const Attributes& a) { return at::neg(in[0]); }
-at::Tensor run_exp(const Inputs& in, const Attributes& a) { return at::exp(in[0]); }
-at::Tensor run_log(const Inputs& in, const Attributes& a) { return at::log(in[0]); }
-at::Tensor run_tanh(const Inputs& in, const Attributes& a) { return at::tanh(in[0]); }
-at::Tensor run_erf(const Inputs& in, const Attributes& a) { return at::erf(in[0]); }
-at::Tensor run_sqrt(const Inputs& in, const Attributes& a) { return at::sqrt(in[0]); }
-at::Tensor run_rsqrt(const Inputs& in, const Attributes& a) { return at::rsqrt(in[0]); }
-at::Tensor run_reciprocal(const Inputs& in, const Attributes& a) { return at::reciprocal(in[0]); }
-at::Tensor run_relu(const Inputs& in, const Attributes& a) { return at::relu(in[0]); }
-at::Tensor run_sigmoid(const Inputs& in, const Attributes& a) { return at::sigmoid(in[0]); }
-at::Tensor run_cast(const Inputs& in, const Attributes& a) { return in[0].to(to_scalar_type(a.dtype)); }
-at::Tensor run_add(const Inputs& in, const Attributes& a) { return at::add(in[0], in[1]); }
-at::Tensor run_sub(const Inputs& in, const Attributes& a) { return at::sub(in[0], in[1]); }
-at::Tensor run_mul(const Inputs& in, const Attributes& a) { return at::mul(in[0], in[1]); }
-at::Tensor run_div(const Inputs& in, const Attributes& a) { return at::div(in[0], in[1]); }
-at::Tensor run_pow(const Inputs& in, const Attributes& a) { return at::pow(in[0], in[1]); }
-at::Tensor run_maximum(const Inputs& in, const Attributes& a) { return at::maximum(in[0], in[1]); }
-at::Tensor run_gt(const Inputs& in, const Attributes& a) { return at::gt(in[0], in[1]); }
-at::Tensor run_eq(const Inputs& in, const Attributes& a) { return at::eq(in[0], in[1]); }
-at::Tensor run_where(const Inputs& in, const Attributes& a) { return at::where(in[0], in[1], in[2]); }
-at::Tensor run_sum(const Inputs& in, const Attributes& a) { return at::sum(in[0], a.ints, a.keepdim); }
-at::Tensor run_amax(const Inputs& in, const Attributes& a) { return at::amax(in[0], a.ints, a.keepdim); }
-at::Tensor run_reshape(const Inputs& in, const Attributes& a) { return in[0].reshape(a.ints); }
-at::Tensor run_permute(const Inputs& in, const Attributes& a) { return in[0].permute(a.ints); }
-at::Tensor run_expand(const Inputs& in, const Attributes& a) { return in[0].expand(a.ints); }
-at::Tensor run_slice(const Inputs& in, const Attributes& a) { return in[0].slice(a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
-at::Tensor run_matmul(const Inputs& in, const Attributes& a) { return at::matmul(in[0], in[1]); }
-at::Tensor run_embedding(const Inputs& in, const Attributes& a) { return at::embedding(in[0], in[1]); }
-at::Tensor run_attention(const Inputs& in, const Attributes& a) { return attention(in, a); }
-at::Tensor run_conv2d(const Inputs& in, const Attributes& a) { return at::conv2d(in[0], in[1], {}, a.ints[0], a.ints[1]); }
+at::Tensor run_input(const Inputs& in, const Attributes& a, at::Device device) { throw IrError("inputs are not executed"); }
+at::Tensor run_constant(const Inputs& in, const Attributes& a, at::Device device) { return at::full(a.ints, a.scalar, at::TensorOptions().dtype(to_scalar_type(a.dtype)).device(device)); }
+at::Tensor run_iota(const Inputs& in, const Attributes& a, at::Device device) { return at::arange(a.ints[0], at::TensorOptions().dtype(to_scalar_type(a.dtype)).device(device)); }
+// The draw eager dropout makes (ATen's CPU dropout: empty_like(x).bernoulli_(1 - p)), so a compiled
+// step with dropout consumes the generator exactly as the eager step does.
+at::Tensor run_bernoulli(const Inputs& in, const Attributes& a, at::Device device) { return at::empty(a.ints, at::TensorOptions().dtype(to_scalar_type(a.dtype)).device(device)).bernoulli_(a.scalar); }
+at::Tensor run_neg(const Inputs& in, const Attributes& a, at::Device device) { return at::neg(in[0]); }
+at::Tensor run_exp(const Inputs& in, const Attributes& a, at::Device device) { return at::exp(in[0]); }
+at::Tensor run_log(const Inputs& in, const Attributes& a, at::Device device) { return at::log(in[0]); }
+at::Tensor run_tanh(const Inputs& in, const Attributes& a, at::Device device) { return at::tanh(in[0]); }
+at::Tensor run_erf(const Inputs& in, const Attributes& a, at::Device device) { return at::erf(in[0]); }
+at::Tensor run_sqrt(const Inputs& in, const Attributes& a, at::Device device) { return at::sqrt(in[0]); }
+at::Tensor run_rsqrt(const Inputs& in, const Attributes& a, at::Device device) { return at::rsqrt(in[0]); }
+at::Tensor run_reciprocal(const Inputs& in, const Attributes& a, at::Device device) { return at::reciprocal(in[0]); }
+at::Tensor run_relu(const Inputs& in, const Attributes& a, at::Device device) { return at::relu(in[0]); }
+at::Tensor run_sigmoid(const Inputs& in, const Attributes& a, at::Device device) { return at::sigmoid(in[0]); }
+at::Tensor run_cast(const Inputs& in, const Attributes& a, at::Device device) { return in[0].to(to_scalar_type(a.dtype)); }
+at::Tensor run_detach(const Inputs& in, const Attributes& a, at::Device device) { return in[0]; }
+at::Tensor run_add(const Inputs& in, const Attributes& a, at::Device device) { return at::add(in[0], in[1]); }
+at::Tensor run_sub(const Inputs& in, const Attributes& a, at::Device device) { return at::sub(in[0], in[1]); }
+at::Tensor run_mul(const Inputs& in, const Attributes& a, at::Device device) { return at::mul(in[0], in[1]); }
+at::Tensor run_div(const Inputs& in, const Attributes& a, at::Device device) { return at::div(in[0], in[1]); }
+at::Tensor run_pow(const Inputs& in, const Attributes& a, at::Device device) { return at::pow(in[0], in[1]); }
+at::Tensor run_maximum(const Inputs& in, const Attributes& a, at::Device device) { return at::maximum(in[0], in[1]); }
+at::Tensor run_gt(const Inputs& in, const Attributes& a, at::Device device) { return at::gt(in[0], in[1]); }
+at::Tensor run_eq(const Inputs& in, const Attributes& a, at::Device device) { return at::eq(in[0], in[1]); }
+at::Tensor run_where(const Inputs& in, const Attributes& a, at::Device device) { return at::where(in[0], in[1], in[2]); }
+at::Tensor run_sum(const Inputs& in, const Attributes& a, at::Device device) { return at::sum(in[0], a.ints, a.keepdim); }
+at::Tensor run_amax(const Inputs& in, const Attributes& a, at::Device device) { return at::amax(in[0], a.ints, a.keepdim); }
+at::Tensor run_reshape(const Inputs& in, const Attributes& a, at::Device device) { return in[0].reshape(a.ints); }
+at::Tensor run_permute(const Inputs& in, const Attributes& a, at::Device device) { return in[0].permute(a.ints); }
+at::Tensor run_expand(const Inputs& in, const Attributes& a, at::Device device) { return in[0].expand(a.ints); }
+at::Tensor run_slice(const Inputs& in, const Attributes& a, at::Device device) { return in[0].slice(a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
+at::Tensor run_matmul(const Inputs& in, const Attributes& a, at::Device device) { return at::matmul(in[0], in[1]); }
+at::Tensor run_embedding(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding(in[0], in[1]); }
+at::Tensor run_attention(const Inputs& in, const Attributes& a, at::Device device) { return attention(in, a); }
+at::Tensor run_conv2d(const Inputs& in, const Attributes& a, at::Device device) { return at::conv2d(in[0], in[1], {}, a.ints[0], a.ints[1]); }
+at::Tensor run_concat(const Inputs& in, const Attributes& a, at::Device device) { return at::cat(in, a.ints[0]); }
+at::Tensor run_slice_backward(const Inputs& in, const Attributes& a, at::Device device) { return at::slice_backward(in[0], tail(a.ints, 4), a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
+at::Tensor run_embedding_grad(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding_dense_backward(in[0], in[1], a.ints[0], -1, false); }
+at::Tensor run_conv2d_input_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 0); }
+at::Tensor run_conv2d_weight_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 1); }
+at::Tensor run_max_pool2d(const Inputs& in, const Attributes& a, at::Device device) { return at::max_pool2d(in[0], a.ints[0], a.ints[1], a.ints[2]); }
+at::Tensor run_max_pool2d_grad(const Inputs& in, const Attributes& a, at::Device device) {
+  const auto indices = std::get<1>(at::max_pool2d_with_indices(in[1], a.ints[0], a.ints[1], a.ints[2]));
+  return at::max_pool2d_with_indices_backward(in[0], in[1], a.ints[0], a.ints[1], a.ints[2], 1, false, indices);
+}
+at::Tensor run_avg_pool2d(const Inputs& in, const Attributes& a, at::Device device) { return at::avg_pool2d(in[0], a.ints[0], a.ints[1], a.ints[2], false, a.ints[3] != 0); }
+at::Tensor run_avg_pool2d_grad(const Inputs& in, const Attributes& a, at::Device device) { return at::avg_pool2d_backward(in[0], in[1], a.ints[0], a.ints[1], a.ints[2], false, a.ints[3] != 0, c10::nullopt); }
 
 const std::array<Kernel, kOpCount>& kernels() {
 #define TRAINC_IR_OP_KERNEL(op, kind, arity) &run_##op,
@@ -81,6 +113,16 @@ DType to_dtype(at::ScalarType type) {
 }
 
 std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs) {
+  return execute_with_aten(graph, inputs, inputs.empty() ? at::Device(at::kCPU) : inputs.front().device());
+}
+
+std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs, at::Device device) {
+  // Each value is released right after its last use, so a program holds only what is still live.
+  std::vector<ValueId> last_use(static_cast<std::size_t>(graph.size()), -1);
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    for (ValueId input : graph.node(id).inputs) last_use[static_cast<std::size_t>(input)] = id;
+  }
+  for (ValueId output : graph.outputs()) last_use[static_cast<std::size_t>(output)] = graph.size();
   std::vector<at::Tensor> values(static_cast<std::size_t>(graph.size()));
   std::size_t next_input = 0;
   for (ValueId id = 0; id < graph.size(); ++id) {
@@ -92,7 +134,10 @@ std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<
     }
     Inputs arguments;
     for (ValueId input : node.inputs) arguments.push_back(values[static_cast<std::size_t>(input)]);
-    values[static_cast<std::size_t>(id)] = kernels()[static_cast<std::size_t>(node.op)](arguments, node.attrs);
+    values[static_cast<std::size_t>(id)] = kernels()[static_cast<std::size_t>(node.op)](arguments, node.attrs, device);
+    for (ValueId input : node.inputs) {
+      if (last_use[static_cast<std::size_t>(input)] == id) values[static_cast<std::size_t>(input)].reset();
+    }
   }
   if (next_input != inputs.size()) throw IrError("execute_with_aten: more tensors than graph inputs");
   std::vector<at::Tensor> outputs;

@@ -16,6 +16,9 @@ namespace trainc::ir {
 at::ScalarType to_scalar_type(DType dtype);
 DType to_dtype(at::ScalarType type);  // IrError for a type the IR does not have
 
+// Values made from attributes alone (constant, iota, bernoulli) are created on `device`; the
+// two-argument form uses the first input's device (the CPU when there are no inputs).
+std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs, at::Device device);
 std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs);
 
 }  // namespace trainc::ir

@@ -1,0 +1,70 @@
+#include "trainc/compile/backends/registry.h"
+
+#include "trainc/common/error.h"
+
+namespace trainc {
+
+const std::vector<BackendInfo>& compile_backends() {
+  static const std::vector<BackendInfo> backends = {
+      {"eager", true, "no compilation: LibTorch autograd, the reference every backend is tested against"},
+      {"aot_eager", true, "capture, joint forward/backward graph and partition, run op by op through ATen; no fusion"},
+      {"inductor", false, "needs fused-kernel code generation, which this build of trainc does not have yet"},
+      {"cudagraphs", false, "needs whole-step CUDA graph capture, which this build of trainc does not have yet"},
+      {"ipex", false, "needs Intel Extension for PyTorch, which trainc is not built with"},
+      {"hpu_backend", false, "needs Habana's SynapseAI runtime and an HPU, which trainc is not built with"},
+      {"neuron", false, "needs the AWS Neuron SDK and a Trainium or Inferentia device, which trainc is not built with"},
+  };
+  return backends;
+}
+
+std::string BackendChoice::describe() const {
+  return backend + ", mode " + mode + (selected_from_hardware ? " (selected for the hardware)" : " (configured)");
+}
+
+BackendChoice select_backend(const TrainingArguments& args, const std::string& device_type) {
+  BackendChoice choice;
+  choice.mode = args.torch_compile_mode.value_or("default");
+  if (args.torch_compile_backend) {
+    choice.backend = *args.torch_compile_backend;
+  } else {
+    // torch.compile's default on CPUs and CUDA GPUs.
+    choice.backend = "inductor";
+    choice.selected_from_hardware = true;
+  }
+  const BackendInfo* info = nullptr;
+  for (const BackendInfo& candidate : compile_backends()) {
+    if (candidate.name == choice.backend) info = &candidate;
+  }
+  if (info == nullptr) {
+    std::string names;
+    for (const BackendInfo& candidate : compile_backends()) names += (names.empty() ? "" : ", ") + candidate.name;
+    throw UserError("torch_compile_backend: unknown backend '" + choice.backend + "'; expected one of " + names);
+  }
+  if (!info->available) {
+    const std::string origin = choice.selected_from_hardware
+                                   ? "no torch_compile_backend is set and trainc selects inductor for " + device_type + ", but it "
+                                   : "torch_compile_backend: " + choice.backend + " ";
+    throw UserError(origin + info->what + "; set torch_compile_backend: aot_eager (compiled, run through ATen) or eager");
+  }
+  if (choice.backend == "eager") {
+    if (args.torch_compile_mode) choice.warnings.push_back("torch_compile_mode " + choice.mode + " has no effect with backend eager");
+    return choice;
+  }
+  if (choice.mode == "reduce-overhead") {
+    if (device_type != "cuda") {
+      choice.warnings.push_back("torch_compile_mode reduce-overhead uses CUDA graphs, which need a CUDA device; on " + device_type +
+                                " the step runs in mode default");
+      choice.mode = "default";
+    } else {
+      throw UserError("torch_compile_mode: reduce-overhead needs whole-step CUDA graph capture, which this build of trainc does not "
+                      "have yet; use torch_compile_mode: default");
+    }
+  }
+  if (choice.mode == "max-autotune" || choice.mode == "max-autotune-no-cudagraphs") {
+    throw UserError("torch_compile_mode: " + choice.mode + " tunes generated kernels, which needs the inductor backend; backend " +
+                    choice.backend + " runs mode default");
+  }
+  return choice;
+}
+
+}  // namespace trainc

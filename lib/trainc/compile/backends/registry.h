@@ -1,0 +1,34 @@
+// defines: BackendInfo, BackendChoice, compile_backends, select_backend
+//
+// The compile backends and modes by their torch.compile names, what each does in trainc, and the
+// choice for a run: the configured backend, or the one selected from the hardware. A backend or
+// mode this build cannot run is refused at start with the reason, never run as something else.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainc/config/training_arguments.h"
+
+namespace trainc {
+
+struct BackendInfo {
+  std::string name;
+  bool available = false;
+  std::string what;  // what it does here, or why it cannot run
+};
+
+const std::vector<BackendInfo>& compile_backends();
+
+struct BackendChoice {
+  std::string backend;  // "eager" runs uncompiled
+  std::string mode;     // "default" unless configured
+  bool selected_from_hardware = false;
+  std::vector<std::string> warnings;  // e.g. reduce-overhead on the CPU
+  std::string describe() const;       // "aot_eager, mode default (configured)"
+};
+
+// device_type: "cpu" or "cuda". Throws UserError (exit 2) naming the key and the reason.
+BackendChoice select_backend(const TrainingArguments& args, const std::string& device_type);
+
+}  // namespace trainc

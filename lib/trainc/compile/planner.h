@@ -1,0 +1,85 @@
+// defines: CompileOptions, CompilePlan, plan_step, dump_plan, explain_plan, CompileEvent, StepCompiler
+//
+// The compile planner end to end: capture -> import -> autodiff -> partition (plan_step), and the
+// runtime side a training loop talks to (StepCompiler): one compiled step per input signature,
+// compiled on first sight, up to a limit; a graph break or the limit makes that signature run
+// eagerly, with a warning, unless the config asks for a full graph.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "trainc/compile/autodiff/autodiff.h"
+#include "trainc/compile/backends/registry.h"
+#include "trainc/compile/capture/capture.h"
+#include "trainc/compile/import/import.h"
+#include "trainc/compile/partition/partition.h"
+#include "trainc/compile/runtime/compiled_step.h"
+
+namespace trainc {
+
+struct CompileOptions {
+  BackendChoice backend;
+  bool fullgraph = false;  // a graph break stops the run (exit 2) instead of running eagerly
+  std::string dump_dir;    // when set: the graphs of every compile as text
+  int recompile_limit = 8;
+};
+
+struct CompilePlan {
+  CapturedStep captured;
+  ImportedGraph imported;
+  JointGraph joint;        // the rest is empty when the import has graph breaks
+  StepPrograms programs;
+  bool complete() const { return imported.breaks.empty(); }
+};
+
+CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tensor& inputs, const at::Tensor& targets);
+
+// Writes <prefix>-traced.txt, -ir.txt, -joint.txt, -forward.txt and -backward.txt into `dir`.
+void dump_plan(const CompilePlan& plan, const std::string& dir, const std::string& prefix);
+
+// What `trainc explain` prints: captured ops, graph breaks, backend and mode, the planned kernels.
+std::string explain_plan(const CompilePlan& plan, const BackendChoice& backend);
+
+// One line per graph break: "aten::cumsum (no IR entry) in module l"
+std::string describe_breaks(const std::vector<GraphBreak>& breaks);
+
+struct CompileEvent {
+  std::string signature;
+  std::string reason;   // "first step", "new input signature (compiled before: ...)"
+  std::string outcome;  // "compiled", "graph break: running eagerly", "recompile limit: running eagerly"
+  double seconds = 0.0;
+};
+
+class StepCompiler {
+ public:
+  StepCompiler(Model& model, LossFunction loss_fn, CompileOptions options, std::function<void(const CompileEvent&)> on_compile,
+               std::function<void(const std::string&)> warn);
+
+  // The micro-batch's loss (detached). Gradients times grad_scale are accumulated into .grad.
+  at::Tensor run(const at::Tensor& inputs, const at::Tensor& targets, double grad_scale);
+
+  // Seconds spent compiling since the last call (the loop keeps them out of step times).
+  double take_compile_seconds();
+  double total_compile_seconds() const { return total_seconds_; }
+
+ private:
+  at::Tensor run_eagerly(const at::Tensor& inputs, const at::Tensor& targets, double grad_scale);
+
+  Model& model_;
+  LossFunction loss_fn_;
+  CompileOptions options_;
+  std::function<void(const CompileEvent&)> on_compile_;
+  std::function<void(const std::string&)> warn_;
+  std::map<std::string, std::shared_ptr<CompiledStep>> steps_;  // nullptr: this signature runs eagerly
+  int compiles_ = 0;
+  bool warned_limit_ = false;
+  double pending_seconds_ = 0.0;
+  double total_seconds_ = 0.0;
+};
+
+}  // namespace trainc

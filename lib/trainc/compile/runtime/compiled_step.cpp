@@ -1,0 +1,53 @@
+#include "trainc/compile/runtime/compiled_step.h"
+
+#include <c10/core/GradMode.h>
+
+#include "trainc/compile/runtime/aten_executor.h"
+
+namespace trainc {
+namespace {
+
+bool shares_storage(const at::Tensor& tensor, const std::vector<at::Tensor>& others) {
+  for (const at::Tensor& other : others) {
+    if (other.defined() && tensor.is_alias_of(other)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+CompiledStep::CompiledStep(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs)
+    : programs_(std::move(programs)), updated_buffers_(std::move(updated_buffers)), gradient_inputs_(std::move(gradient_inputs)) {}
+
+at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad_scale) const {
+  c10::NoGradGuard no_grad;  // the programs are the autograd: ATen must not record them again
+  const at::Device device = tensors.front().device();
+  const std::vector<at::Tensor> forward = ir::execute_with_aten(programs_.forward, tensors, device);
+  const at::Tensor loss = forward[0];
+
+  std::vector<at::Tensor> backward_inputs;
+  for (int index : programs_.backward_step_inputs) backward_inputs.push_back(tensors[static_cast<std::size_t>(index)]);
+  for (std::size_t i = static_cast<std::size_t>(programs_.forward_results); i < forward.size(); ++i) backward_inputs.push_back(forward[i]);
+  backward_inputs.push_back(at::full({}, grad_scale, loss.options()));
+  const std::vector<at::Tensor> grads = ir::execute_with_aten(programs_.backward, backward_inputs, device);
+
+  for (std::size_t k = 0; k < grads.size(); ++k) {
+    at::Tensor parameter = tensors[static_cast<std::size_t>(gradient_inputs_[k])];
+    at::Tensor& grad = parameter.mutable_grad();
+    if (grad.defined()) {
+      grad.add_(grads[k]);
+    } else {
+      // .grad is the parameter's own from here on: never a view (optimizers detach it in place)
+      // and never sharing storage with another value of the step.
+      const bool owned = grads[k].is_contiguous() && !grads[k].is_view() && !shares_storage(grads[k], tensors) &&
+                         !shares_storage(grads[k], forward);
+      grad = owned ? grads[k] : grads[k].clone(at::MemoryFormat::Contiguous);
+    }
+  }
+  for (std::size_t k = 0; k < updated_buffers_.size(); ++k) {
+    tensors[static_cast<std::size_t>(updated_buffers_[k])].copy_(forward[1 + k]);
+  }
+  return loss;
+}
+
+}  // namespace trainc
