@@ -21,6 +21,10 @@ if [[ "${TRAINC_GPU_TESTS:-1}" == 1 ]]; then
   step tests
   ctest --test-dir build-gpu -j8 --output-on-failure --timeout 300 > "$OUT/ctest.log" 2>&1
   test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
+elif [[ -n "${TRAINC_GPU_TEST_FILTER:-}" ]]; then
+  step "tests $TRAINC_GPU_TEST_FILTER"
+  build-gpu/tests/trainc_tests "$TRAINC_GPU_TEST_FILTER" > "$OUT/tests.log" 2>&1
+  test_summary="$TRAINC_GPU_TEST_FILTER: $(tail -n 2 "$OUT/tests.log" | tr -s '\n' ' ')"
 fi
 
 # Median step time over 10-step intervals (steps 12 onwards), from trainc's metrics.jsonl.
@@ -42,11 +46,15 @@ peak = next((r["peak_memory_gb"] for r in rows if "peak_memory_gb" in r), None)
 median = statistics.median(r["step_time_ms"] for r in steps[2:]) if len(steps) > 2 else float("nan")
 print(json.dumps({"peer": "trainc", "compile": name, "rc": rc, "median_step_ms": median,
                   "tokens_per_second": 16 * 1024 / (median / 1000) if steps else 0,
-                  "first_step_s": steps[0]["step_time_ms"] / 1000 if steps else None, "peak_memory_gb": peak}))
+                  "first_step_s": steps[0]["step_time_ms"] / 1000 if steps else None, "peak_memory_gb": peak,
+                  "final_loss": steps[-1]["loss"] if steps else None}))
 PY
 }
 rm -f "$OUT/results.jsonl"
-trainc_run eager
+# TRAINC_GPU_BACKENDS: the trainc runs, by compile backend (eager: not compiled).
+for backend in ${TRAINC_GPU_BACKENDS:-eager}; do
+  if [[ $backend == eager ]]; then trainc_run eager; else trainc_run "$backend" --torch-compile-backend "$backend"; fi
+done
 for mode in ${TRAINC_GPU_PEER_MODES:-none default}; do
   step "pytorch $mode"
   timeout 300 python3 scripts/bench/pytorch_gpt2.py --compile "$mode" --steps 41 >> "$OUT/results.jsonl" 2> "$OUT/pytorch_$mode.log"
@@ -68,10 +76,10 @@ python3 - "$OUT/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 base = next((r for r in rows if r["peer"] == "pytorch" and r["compile"] == "none"), None)
-print(f"{'run':<22}{'ms/step':>10}{'tokens/s':>12}{'vs torch eager':>16}{'first step s':>14}{'peak GB':>9}")
+print(f"{'run':<22}{'ms/step':>10}{'tokens/s':>12}{'vs torch eager':>16}{'first step s':>14}{'peak GB':>9}{'last loss':>11}")
 for r in rows:
     ratio = r["tokens_per_second"] / base["tokens_per_second"] if base and r["tokens_per_second"] else float("nan")
     peak = r.get("peak_memory_gb")
     print(f"{r['peer'] + ' ' + r['compile']:<22}{r['median_step_ms']:>10.1f}{r['tokens_per_second']:>12.0f}{ratio:>16.2f}"
-          f"{(r['first_step_s'] or 0):>14.1f}{(peak if peak else float('nan')):>9.1f}")
+          f"{(r['first_step_s'] or 0):>14.1f}{(peak if peak else float('nan')):>9.1f}{(r.get('final_loss') or float('nan')):>11.4f}")
 PY

@@ -1,0 +1,179 @@
+// `torch_compile` end to end through the real binary: aot_eager tracks eager's loss curve, graph
+// breaks are reported (and stop the run under torch_compile_fullgraph), backends that cannot run
+// are refused before anything is written, `trainc explain` and --dump-dir show the plan, and
+// metrics.jsonl records the compile time apart from step time.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <sstream>
+
+#include "support/command.h"
+#include "support/data_files.h"
+
+using namespace trainc::test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<nlohmann::json> metrics_of(const std::string& output_dir) {
+  std::vector<nlohmann::json> events;
+  std::istringstream lines(read_text(output_dir + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
+  return events;
+}
+
+std::vector<double> losses(const std::vector<nlohmann::json>& events) {
+  std::vector<double> values;
+  for (const auto& event : events) {
+    if (event.contains("loss")) values.push_back(event["loss"].get<double>());
+  }
+  return values;
+}
+
+// A small gpt on synthetic tokens with dropout: every compile stage is exercised.
+std::string gpt_config(const ScratchDir& dir) {
+  return dir.write("gpt.yaml",
+                   "model: {name: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 64, dropout: 0.1}\n"
+                   "data: {kind: synthetic, num_samples: 40}\nper_device_train_batch_size: 8\neval_strategy: no\n"
+                   "save_strategy: no\nmax_steps: 8\nlogging_steps: 1\nlearning_rate: 3e-3\n");
+}
+
+// A TorchScript classifier whose forward uses cumsum, an op the planner has no entry for.
+std::string cumsum_model(const ScratchDir& dir) {
+  const std::string path = dir.file("cumsum.pt");
+  const std::string script = dir.write("make.py",
+                                       "import torch\n"
+                                       "class Net(torch.nn.Module):\n"
+                                       "    def __init__(self):\n"
+                                       "        super().__init__()\n"
+                                       "        self.proj = torch.nn.Linear(5, 3)\n"
+                                       "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+                                       "        return self.proj(x).cumsum(1)\n"
+                                       "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
+  const CommandResult made = run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  write_csv(dir.file("train.csv"), 32, 5);
+  return dir.write("ts.yaml", "model: {name: torchscript, path: " + path + ", num_classes: 3}\n"
+                              "data: {kind: csv, train_path: " + dir.file("train.csv") + "}\n"
+                              "per_device_train_batch_size: 8\neval_strategy: no\nsave_strategy: no\nmax_steps: 3\n");
+}
+
+}  // namespace
+
+TEST_CASE("aot_eager trains gpt with the loss curve of eager, and records compile time", "[e2e][compile]") {
+  ScratchDir dir;
+  const std::string config = gpt_config(dir);
+  const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager"));
+  REQUIRE(eager.exit_code == 0);
+  const CommandResult compiled = run_trainc("--config " + config + " --output-dir " + dir.file("aot") + " --torch-compile-backend aot_eager");
+  INFO(compiled.out << compiled.err);
+  REQUIRE(compiled.exit_code == 0);
+  CHECK_THAT(compiled.out, Contains("backend aot_eager, mode default (configured)"));
+  CHECK_THAT(compiled.out, Contains("compile: compiled in"));
+  const std::vector<double> expected = losses(metrics_of(dir.file("eager")));
+  const auto events = metrics_of(dir.file("aot"));
+  const std::vector<double> got = losses(events);
+  REQUIRE(got.size() == expected.size());
+  REQUIRE(got.size() == 8);
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-4));
+  std::vector<std::string> reasons;
+  for (const auto& event : events) {
+    if (event.contains("compile_reason")) {
+      reasons.push_back(event["compile_reason"]);
+      CHECK(event["compile_outcome"] == "compiled");
+      CHECK(event["compile_seconds"].get<double>() > 0);
+    }
+    if (event.contains("train_runtime")) CHECK(event.contains("compile_seconds"));
+  }
+  REQUIRE_FALSE(reasons.empty());
+  CHECK(reasons[0] == "first step");
+}
+
+TEST_CASE("the last partial batch compiles again and says why", "[e2e][compile]") {
+  ScratchDir dir;
+  const CommandResult result = run_trainc("--config " + gpt_config(dir) + " --output-dir " + dir.file("out") +
+                                          " --torch-compile-backend aot_eager --dataloader-drop-last false");
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("compile: compiled in"));
+  CHECK_THAT(result.out, Contains("(new input signature; compiled before: [inputs Long[8, 16] cpu, targets Long[8, 16] cpu]; inputs Long["));
+  // With the partial batch dropped, every batch has one signature: one compile.
+  const CommandResult dropped = run_trainc("--config " + gpt_config(dir) + " --output-dir " + dir.file("dropped") +
+                                           " --torch-compile-backend aot_eager --dataloader-drop-last true");
+  REQUIRE(dropped.exit_code == 0);
+  CHECK_THAT(dropped.out, !Contains("new input signature"));
+}
+
+TEST_CASE("a graph break names the op and module and runs eagerly; fullgraph stops with exit 2", "[e2e][compile]") {
+  ScratchDir dir;
+  const std::string config = cumsum_model(dir);
+  CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --torch-compile-backend aot_eager");
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out + result.err, Contains("graph break, this step runs eagerly: aten::cumsum (no IR entry) in module proj"));
+  CHECK_THAT(result.out, Contains("done: 3 steps"));
+  result = run_trainc("--config " + config + " --output-dir " + dir.file("full") + " --torch-compile-backend aot_eager --torch-compile-fullgraph");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("torch_compile_fullgraph: true, but the step has graph breaks"));
+  CHECK_THAT(result.err, Contains("aten::cumsum (no IR entry)"));
+  result = run_trainc("explain --config " + config + " --torch-compile-backend aot_eager");
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("graph breaks 1 (this step would run eagerly)"));
+}
+
+TEST_CASE("backends that cannot run are refused before anything is written", "[e2e][compile]") {
+  ScratchDir dir;
+  const std::string base = "--config " + gpt_config(dir) + " --output-dir " + dir.file("out") + " ";
+  CommandResult result = run_trainc(base + "--torch-compile true");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("no torch_compile_backend is set and trainc selects inductor for cpu"));
+  CHECK_THAT(result.err, Contains("torch_compile_backend: aot_eager"));
+  result = run_trainc(base + "--torch-compile-backend ipex");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("Intel Extension for PyTorch"));
+  result = run_trainc(base + "--torch-compile-backend hpu_backend");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("SynapseAI"));
+  result = run_trainc(base + "--torch-compile-backend neuron");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("Neuron SDK"));
+  result = run_trainc(base + "--torch-compile-backend tvm");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("aot_eager") && Contains("cudagraphs"));
+  result = run_trainc(base + "--torch-compile-backend aot_eager --torch-compile-mode max-autotune");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("needs the inductor backend"));
+  CHECK_FALSE(fs::exists(dir.file("out")));
+  result = run_trainc(base + "--torch-compile-backend aot_eager --torch-compile-mode reduce-overhead --max-steps 1");
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out + result.err, Contains("on cpu the step runs in mode default"));
+}
+
+TEST_CASE("trainc explain prints the plan and --dump-dir writes every stage", "[e2e][compile]") {
+  ScratchDir dir;
+  const CommandResult result =
+      run_trainc("explain --config " + gpt_config(dir) + " --torch-compile-backend aot_eager --dump-dir " + dir.file("dump"));
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  for (const char* line : {"captured ", "aten::embedding 2", "graph breaks none", "backend      aot_eager, mode default",
+                           "forward      ", "extern: ", "matmul ", "backward     ", "saved        "}) {
+    CHECK_THAT(result.out, Contains(line));
+  }
+  for (const char* stage : {"traced", "ir", "joint", "forward", "backward"}) {
+    INFO(stage);
+    CHECK_FALSE(read_text(dir.file("dump") + "/compile-1-" + stage + ".txt").empty());
+  }
+  CHECK_THAT(read_text(dir.file("dump") + "/compile-1-traced.txt"), Contains("aten::embedding"));
+  CHECK_THAT(read_text(dir.file("dump") + "/compile-1-backward.txt"), Contains("embedding_grad"));
+  CHECK_FALSE(fs::exists(dir.file("out")));
+  // With no usable backend, explain still shows the plan, then says why and exits 2.
+  const CommandResult unavailable = run_trainc("explain --config " + gpt_config(dir) + " --torch-compile true");
+  CHECK(unavailable.exit_code == 2);
+  CHECK_THAT(unavailable.out, Contains("backend      unavailable: no torch_compile_backend is set"));
+  CHECK_THAT(unavailable.out, Contains("graph breaks none"));
+}

@@ -1,0 +1,139 @@
+// Every zoo model under the aot_eager backend against eager: the loss, every parameter gradient
+// and the updated buffers of one step (dropout on, same generator seed), fresh random weights and
+// batches each run. Float32 1e-5 relative to the largest magnitude (1e-4 for models with
+// normalization, whose decomposed sums add in another order); bf16 autocast 2e-2. Also the
+// runtime's guard: a new input signature compiles again, up to the limit, then runs eagerly.
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include "trainc/compat/torch_compat.h"
+#include "trainc/compile/planner.h"
+#include "trainc/models/model.h"
+#include "trainc/train/loss.h"
+
+using namespace trainc;
+
+namespace {
+
+struct ZooCase {
+  std::string name;
+  ModelConfig config;
+  ModelInputs inputs;
+  std::function<std::pair<torch::Tensor, torch::Tensor>()> batch;
+  double tolerance;
+};
+
+std::vector<ZooCase> zoo() {
+  ModelConfig mlp;
+  mlp.name = "mlp";
+  mlp.input_size = 12;
+  mlp.hidden_sizes = {16, 8};
+  mlp.num_classes = 5;
+  mlp.dropout = 0.2;
+  ModelConfig cnn;
+  cnn.name = "cnn";
+  cnn.channels = {4, 8};
+  cnn.num_classes = 10;
+  cnn.dropout = 0.2;
+  ModelConfig gpt;
+  gpt.name = "gpt";
+  gpt.n_layer = 2;
+  gpt.n_head = 2;
+  gpt.n_embd = 16;
+  gpt.block_size = 8;
+  gpt.vocab_size = 50;
+  gpt.dropout = 0.1;
+  return {
+      {"mlp", mlp, {false, {12}}, [] { return std::make_pair(torch::randn({6, 12}), torch::randint(0, 5, {6})); }, 1e-5},
+      {"cnn", cnn, {false, {1, 28, 28}}, [] { return std::make_pair(torch::randn({4, 1, 28, 28}), torch::randint(0, 10, {4})); }, 1e-4},
+      {"gpt", gpt, {true, {8}}, [] { return std::make_pair(torch::randint(0, 50, {3, 8}), torch::randint(0, 50, {3, 8})); }, 1e-4},
+  };
+}
+
+double relative_error(const torch::Tensor& got, const torch::Tensor& expected) {
+  const double scale = std::max(expected.abs().max().item<double>(), 1e-30);
+  return (got.to(torch::kDouble) - expected.to(torch::kDouble)).abs().max().item<double>() / scale;
+}
+
+LossFunction loss_of(Model& model, bool bf16) {
+  return [&model, bf16](const torch::Tensor& inputs, const torch::Tensor& targets) {
+    torch::Tensor logits;
+    {
+      AutocastScope autocast(c10::DeviceType::CPU, bf16, at::kBFloat16);
+      logits = model.forward(inputs);
+    }
+    return cross_entropy_loss(logits, targets, 0.1);
+  };
+}
+
+void check_model(const ZooCase& c, bool bf16, double tolerance) {
+  const uint64_t seed = static_cast<uint64_t>(torch::randint(0, 1 << 30, {1}).item<int64_t>());
+  const auto [inputs, targets] = c.batch();
+  torch::manual_seed(seed);
+  auto eager = make_model(c.config, c.inputs, false);
+  torch::manual_seed(seed);
+  auto compiled = make_model(c.config, c.inputs, false);
+  eager->set_training(true);
+  compiled->set_training(true);
+
+  torch::manual_seed(seed + 1);
+  const torch::Tensor eager_loss = loss_of(*eager, bf16)(inputs, targets);
+  eager_loss.backward();
+
+  std::vector<CompileEvent> events;
+  StepCompiler compiler(*compiled, loss_of(*compiled, bf16), {}, [&](const CompileEvent& e) { events.push_back(e); },
+                        [](const std::string& warning) { FAIL(warning); });
+  torch::manual_seed(seed + 1);
+  const torch::Tensor loss = compiler.run(inputs, targets, 1.0);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].outcome == "compiled");
+
+  CHECK(relative_error(loss, eager_loss.detach()) <= tolerance);
+  const auto eager_parameters = eager->named_parameters();
+  const auto compiled_parameters = compiled->named_parameters();
+  for (std::size_t i = 0; i < eager_parameters.size(); ++i) {
+    INFO(eager_parameters[i].first);
+    REQUIRE(compiled_parameters[i].second.grad().defined());
+    CHECK(relative_error(compiled_parameters[i].second.grad(), eager_parameters[i].second.grad()) <= tolerance);
+  }
+  const auto eager_buffers = eager->named_buffers();
+  const auto compiled_buffers = compiled->named_buffers();
+  for (std::size_t i = 0; i < eager_buffers.size(); ++i) {
+    INFO(eager_buffers[i].first);
+    CHECK(relative_error(compiled_buffers[i].second.to(torch::kDouble), eager_buffers[i].second.to(torch::kDouble)) <= tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every zoo model under aot_eager: loss, gradients and buffers match eager", "[numerics][compile]") {
+  for (const ZooCase& c : zoo()) {
+    SECTION(c.name + " float32") { check_model(c, false, c.tolerance); }
+    SECTION(c.name + " bf16 autocast") { check_model(c, true, 2e-2); }
+  }
+}
+
+TEST_CASE("a new input signature compiles again, up to the limit, then runs eagerly", "[numerics][compile]") {
+  ModelConfig config;
+  config.name = "mlp";
+  config.input_size = 4;
+  config.hidden_sizes = {8};
+  config.num_classes = 3;
+  auto model = make_model(config, {false, {4}}, false);
+  std::vector<CompileEvent> events;
+  std::vector<std::string> warnings;
+  CompileOptions options;
+  options.recompile_limit = 2;
+  StepCompiler compiler(*model, loss_of(*model, false), options, [&](const CompileEvent& e) { events.push_back(e); },
+                        [&](const std::string& warning) { warnings.push_back(warning); });
+  for (int64_t batch : {8, 8, 5, 8, 3, 3}) compiler.run(torch::randn({batch, 4}), torch::randint(0, 3, {batch}), 1.0);
+  REQUIRE(events.size() == 2);
+  CHECK(events[0].reason == "first step");
+  CHECK_THAT(events[1].reason, Catch::Matchers::Contains("new input signature") && Catch::Matchers::Contains("Float[8, 4]"));
+  CHECK_THAT(events[1].signature, Catch::Matchers::Contains("Float[5, 4]"));
+  REQUIRE(warnings.size() == 1);  // once, although two batches ran past the limit
+  CHECK_THAT(warnings[0], Catch::Matchers::Contains("the limit") && Catch::Matchers::Contains("Float[3, 4]"));
+  // The eager fallback still trains: gradients accumulated over all six batches.
+  for (const auto& [name, parameter] : model->named_parameters()) CHECK(parameter.grad().defined());
+}
