@@ -41,9 +41,10 @@ std::string gpt_config(const ScratchDir& dir) {
                    "save_strategy: no\nmax_steps: 8\nlogging_steps: 1\nlearning_rate: 3e-3\n");
 }
 
-// A TorchScript classifier whose forward uses cumsum, an op the planner has no entry for.
-std::string cumsum_model(const ScratchDir& dir) {
-  const std::string path = dir.file("cumsum.pt");
+// A TorchScript classifier written by Python; with `cumsum`, its forward uses an op the planner has
+// no entry for.
+std::string torchscript_config(const ScratchDir& dir, bool cumsum) {
+  const std::string path = dir.file(cumsum ? "cumsum.pt" : "plain.pt");
   const std::string script = dir.write("make.py",
                                        "import torch\n"
                                        "class Net(torch.nn.Module):\n"
@@ -51,13 +52,13 @@ std::string cumsum_model(const ScratchDir& dir) {
                                        "        super().__init__()\n"
                                        "        self.proj = torch.nn.Linear(5, 3)\n"
                                        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
-                                       "        return self.proj(x).cumsum(1)\n"
+                                       "        return self.proj(torch.tanh(x))" + std::string(cumsum ? ".cumsum(1)" : "") + "\n"
                                        "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
   const CommandResult made = run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
   INFO(made.err);
   REQUIRE(made.exit_code == 0);
   write_csv(dir.file("train.csv"), 32, 5);
-  return dir.write("ts.yaml", "model: {name: torchscript, path: " + path + ", num_classes: 3}\n"
+  return dir.write(cumsum ? "cumsum.yaml" : "plain.yaml", "model: {name: torchscript, path: " + path + ", num_classes: 3}\n"
                               "data: {kind: csv, train_path: " + dir.file("train.csv") + "}\n"
                               "per_device_train_batch_size: 8\neval_strategy: no\nsave_strategy: no\nmax_steps: 3\n");
 }
@@ -93,6 +94,24 @@ TEST_CASE("aot_eager trains gpt with the loss curve of eager, and records compil
   CHECK(reasons[0] == "first step");
 }
 
+TEST_CASE("a TorchScript model compiles and trains under aot_eager like eager", "[e2e][compile]") {
+  ScratchDir dir;
+  const std::string config = torchscript_config(dir, false);
+  const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager") + " --logging-steps 1");
+  REQUIRE(eager.exit_code == 0);
+  const CommandResult compiled =
+      run_trainc("--config " + config + " --output-dir " + dir.file("aot") + " --logging-steps 1 --torch-compile-backend aot_eager");
+  INFO(compiled.out << compiled.err);
+  REQUIRE(compiled.exit_code == 0);
+  CHECK_THAT(compiled.out, Contains("compile: compiled in"));
+  CHECK_THAT(compiled.out + compiled.err, !Contains("graph break"));
+  const std::vector<double> expected = losses(metrics_of(dir.file("eager")));
+  const std::vector<double> got = losses(metrics_of(dir.file("aot")));
+  REQUIRE(got.size() == 3);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-5));
+}
+
 TEST_CASE("the last partial batch compiles again and says why", "[e2e][compile]") {
   ScratchDir dir;
   const CommandResult result = run_trainc("--config " + gpt_config(dir) + " --output-dir " + dir.file("out") +
@@ -110,7 +129,7 @@ TEST_CASE("the last partial batch compiles again and says why", "[e2e][compile]"
 
 TEST_CASE("a graph break names the op and module and runs eagerly; fullgraph stops with exit 2", "[e2e][compile]") {
   ScratchDir dir;
-  const std::string config = cumsum_model(dir);
+  const std::string config = torchscript_config(dir, true);
   CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --torch-compile-backend aot_eager");
   INFO(result.out << result.err);
   REQUIRE(result.exit_code == 0);
