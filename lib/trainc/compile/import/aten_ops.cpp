@@ -14,11 +14,6 @@ using ir::ValueId;
 using Values = std::vector<ValueId>;
 namespace jit = torch::jit;
 
-const jit::Value* arg(const jit::Node& n, std::size_t i) {
-  if (i >= n.inputs().size()) throw Unsupported("an overload with " + std::to_string(n.inputs().size()) + " arguments");
-  return n.inputs()[i];
-}
-DType out_dtype(ImportContext& c, const jit::Node& n) { return c.traced_type(n.output()).dtype; }
 std::vector<int64_t> out_shape(ImportContext& c, const jit::Node& n) { return c.traced_type(n.output()).shape; }
 
 ir::Attributes ints(std::vector<int64_t> values) {

@@ -15,11 +15,6 @@ using ir::ValueId;
 using Values = std::vector<ValueId>;
 namespace jit = torch::jit;
 
-const jit::Value* arg(const jit::Node& n, std::size_t i) {
-  if (i >= n.inputs().size()) throw Unsupported("an overload with " + std::to_string(n.inputs().size()) + " arguments");
-  return n.inputs()[i];
-}
-DType out_dtype(ImportContext& c, const jit::Node& n) { return c.traced_type(n.output()).dtype; }
 
 int64_t normalize_dim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
 

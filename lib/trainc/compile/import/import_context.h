@@ -1,4 +1,4 @@
-// defines: ImportContext, Unsupported, Builder, register_aten_ops, register_composite_ops
+// defines: ImportContext, Unsupported, Builder, register_aten_ops, register_composite_ops, arg, out_dtype
 //
 // What an op builder sees while the importer walks the traced graph: the IR values of the aten
 // node's tensor arguments, the constant values of its other arguments, and helpers that emit IR.
@@ -85,6 +85,14 @@ class ImportContext {
   std::unordered_map<const torch::jit::Value*, int> input_index_;
   std::unordered_map<int, ir::ValueId> buffer_updates_;
 };
+
+// The node's i-th argument; Unsupported for an overload with fewer arguments.
+inline const torch::jit::Value* arg(const torch::jit::Node& node, std::size_t i) {
+  if (i >= node.inputs().size()) throw Unsupported("an overload with " + std::to_string(node.inputs().size()) + " arguments");
+  return node.inputs()[i];
+}
+// The dtype the tracer recorded for the node's (first) output.
+inline ir::DType out_dtype(ImportContext& context, const torch::jit::Node& node) { return context.traced_type(node.output()).dtype; }
 
 // The IR dtype of an ATen scalar type; Unsupported for one the IR lacks.
 ir::DType ir_dtype(at::ScalarType type);
