@@ -7,23 +7,16 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <sstream>
 
 #include "support/command.h"
 #include "support/data_files.h"
+#include "support/metrics.h"
 
 using namespace trainc::test;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<nlohmann::json> metrics_of(const std::string& output_dir) {
-  std::vector<nlohmann::json> events;
-  std::istringstream lines(read_text(output_dir + "/metrics.jsonl"));
-  for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
-  return events;
-}
 
 std::vector<double> losses(const std::vector<nlohmann::json>& events) {
   std::vector<double> values;
@@ -75,8 +68,8 @@ TEST_CASE("aot_eager trains gpt with the loss curve of eager, and records compil
   REQUIRE(compiled.exit_code == 0);
   CHECK_THAT(compiled.out, Contains("backend aot_eager, mode default (configured)"));
   CHECK_THAT(compiled.out, Contains("compile: compiled in"));
-  const std::vector<double> expected = losses(metrics_of(dir.file("eager")));
-  const auto events = metrics_of(dir.file("aot"));
+  const std::vector<double> expected = losses(read_metrics(dir.file("eager")));
+  const auto events = read_metrics(dir.file("aot"));
   const std::vector<double> got = losses(events);
   REQUIRE(got.size() == expected.size());
   REQUIRE(got.size() == 8);
@@ -105,8 +98,8 @@ TEST_CASE("a TorchScript model compiles and trains under aot_eager like eager", 
   REQUIRE(compiled.exit_code == 0);
   CHECK_THAT(compiled.out, Contains("compile: compiled in"));
   CHECK_THAT(compiled.out + compiled.err, !Contains("graph break"));
-  const std::vector<double> expected = losses(metrics_of(dir.file("eager")));
-  const std::vector<double> got = losses(metrics_of(dir.file("aot")));
+  const std::vector<double> expected = losses(read_metrics(dir.file("eager")));
+  const std::vector<double> got = losses(read_metrics(dir.file("aot")));
   REQUIRE(got.size() == 3);
   REQUIRE(got.size() == expected.size());
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-5));

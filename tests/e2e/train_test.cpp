@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <sstream>
 
 #include "support/command.h"
 #include "support/data_files.h"
+#include "support/metrics.h"
 
 using namespace trainc::test;
 using Catch::Matchers::Contains;
@@ -25,13 +25,6 @@ std::string synthetic_config(const ScratchDir& dir) {
   return dir.write("synthetic.yaml",
                    "model: {name: mlp, input_size: 8, hidden_sizes: [16], num_classes: 3}\n"
                    "data: {kind: synthetic, num_samples: 256}\nper_device_train_batch_size: 8\neval_strategy: no\n");
-}
-
-std::vector<nlohmann::json> read_metrics(const std::string& output_dir) {
-  std::vector<nlohmann::json> events;
-  std::istringstream lines(read_text(output_dir + "/metrics.jsonl"));
-  for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
-  return events;
 }
 
 // Trains with `yaml` in a fresh output_dir and checks the common outputs.

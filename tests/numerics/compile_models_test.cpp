@@ -8,11 +8,13 @@
 #include <torch/torch.h>
 
 #include "trainc/compat/torch_compat.h"
+#include "support/numerics.h"
 #include "trainc/compile/planner.h"
 #include "trainc/models/model.h"
 #include "trainc/train/loss.h"
 
 using namespace trainc;
+using trainc::test::relative_error;
 
 namespace {
 
@@ -49,11 +51,6 @@ std::vector<ZooCase> zoo() {
       {"cnn", cnn, {false, {1, 28, 28}}, [] { return std::make_pair(torch::randn({4, 1, 28, 28}), torch::randint(0, 10, {4})); }, 1e-4},
       {"gpt", gpt, {true, {8}}, [] { return std::make_pair(torch::randint(0, 50, {3, 8}), torch::randint(0, 50, {3, 8})); }, 1e-4},
   };
-}
-
-double relative_error(const torch::Tensor& got, const torch::Tensor& expected) {
-  const double scale = std::max(expected.abs().max().item<double>(), 1e-30);
-  return (got.to(torch::kDouble) - expected.to(torch::kDouble)).abs().max().item<double>() / scale;
 }
 
 LossFunction loss_of(Model& model, bool bf16) {

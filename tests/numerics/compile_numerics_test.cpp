@@ -13,9 +13,11 @@
 #include <set>
 
 #include "trainc/compat/torch_compat.h"
+#include "support/numerics.h"
 #include "trainc/compile/planner.h"
 
 using namespace trainc;
+using trainc::test::relative_error;
 namespace F = torch::nn::functional;
 
 namespace {
@@ -160,12 +162,6 @@ std::vector<OpRow> rows() {
                }});
 #endif
   return r;
-}
-
-// max |a - b| relative to the reference's largest magnitude.
-double relative_error(const at::Tensor& got, const at::Tensor& expected) {
-  const double scale = std::max(expected.abs().max().item<double>(), 1e-30);
-  return (got.to(torch::kDouble) - expected.to(torch::kDouble)).abs().max().item<double>() / scale;
 }
 
 // Runs one row both ways and checks the loss, every gradient and every updated buffer.

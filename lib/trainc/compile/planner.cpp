@@ -89,7 +89,7 @@ int64_t bytes_of(const ir::TensorType& type) {
 
 }  // namespace
 
-std::string explain_plan(const CompilePlan& plan, const BackendChoice& backend) {
+std::string explain_plan(const CompilePlan& plan, const std::string& backend, const std::vector<std::string>& warnings) {
   std::ostringstream text;
   int total = 0;
   for (const auto& [op, count] : plan.imported.aten_op_counts) total += count;
@@ -102,8 +102,8 @@ std::string explain_plan(const CompilePlan& plan, const BackendChoice& backend) 
     std::istringstream lines(describe_breaks(plan.imported.breaks));
     for (std::string line; std::getline(lines, line);) text << "               " << line << "\n";
   }
-  text << "backend      " << backend.describe() << "\n";
-  for (const std::string& warning : backend.warnings) text << "               warning: " << warning << "\n";
+  text << "backend      " << backend << "\n";
+  for (const std::string& warning : warnings) text << "               warning: " << warning << "\n";
   text << "ir           " << plan.imported.graph.size() << " nodes";
   if (!plan.imported.updated_buffers.empty()) text << ", updates " << plan.imported.updated_buffers.size() << " buffers";
   text << "\n";
@@ -128,6 +128,7 @@ std::string explain_plan(const CompilePlan& plan, const BackendChoice& backend) 
 StepCompiler::StepCompiler(Model& model, LossFunction loss_fn, CompileOptions options, std::function<void(const CompileEvent&)> on_compile,
                            std::function<void(const std::string&)> warn)
     : model_(model),
+      model_tensors_(model_tensors(model)),
       loss_fn_(std::move(loss_fn)),
       options_(std::move(options)),
       on_compile_(std::move(on_compile)),
@@ -189,7 +190,11 @@ at::Tensor StepCompiler::run(const at::Tensor& inputs, const at::Tensor& targets
     on_compile_(event);
   }
   if (!found->second) return run_eagerly(inputs, targets, grad_scale);
-  return found->second->run(step_tensors(model_, inputs, targets), grad_scale);
+  // The model's parameters and buffers keep their identity through a run: gathered once.
+  std::vector<at::Tensor> tensors = model_tensors_;
+  tensors.push_back(inputs);
+  tensors.push_back(targets);
+  return found->second->run(tensors, grad_scale);
 }
 
 }  // namespace trainc

@@ -23,7 +23,6 @@
 namespace trainc {
 
 struct CompileOptions {
-  BackendChoice backend;
   bool fullgraph = false;  // a graph break stops the run (exit 2) instead of running eagerly
   std::string dump_dir;    // when set: the graphs of every compile as text
   int recompile_limit = 8;
@@ -42,8 +41,9 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
 // Writes <prefix>-traced.txt, -ir.txt, -joint.txt, -forward.txt and -backward.txt into `dir`.
 void dump_plan(const CompilePlan& plan, const std::string& dir, const std::string& prefix);
 
-// What `trainc explain` prints: captured ops, graph breaks, backend and mode, the planned kernels.
-std::string explain_plan(const CompilePlan& plan, const BackendChoice& backend);
+// What `trainc explain` prints: captured ops, graph breaks, backend and mode (`backend`: the
+// choice described, or why none can run), the planned kernels.
+std::string explain_plan(const CompilePlan& plan, const std::string& backend, const std::vector<std::string>& warnings);
 
 // One line per graph break: "aten::cumsum (no IR entry) in module l"
 std::string describe_breaks(const std::vector<GraphBreak>& breaks);
@@ -71,6 +71,7 @@ class StepCompiler {
   at::Tensor run_eagerly(const at::Tensor& inputs, const at::Tensor& targets, double grad_scale);
 
   Model& model_;
+  std::vector<at::Tensor> model_tensors_;  // parameters then buffers: the step's leading inputs
   LossFunction loss_fn_;
   CompileOptions options_;
   std::function<void(const CompileEvent&)> on_compile_;

@@ -289,7 +289,6 @@ void Trainer::setup() {
 void Trainer::start_compiler() {
   if (!backend_ || backend_->backend == "eager") return;
   CompileOptions options;
-  options.backend = *backend_;
   options.fullgraph = args_.torch_compile_fullgraph;
   options.dump_dir = options_.dump_dir;
   auto on_compile = [this](const CompileEvent& event) {
@@ -324,12 +323,7 @@ int Trainer::explain() {
   const CompilePlan plan = plan_step(*model_, loss_fn_, batch->inputs, batch->targets);
   const double seconds = seconds_since(start);
   if (!options_.dump_dir.empty()) dump_plan(plan, options_.dump_dir, "compile-1");
-  BackendChoice shown = backend_.value_or(BackendChoice{});
-  std::string text = explain_plan(plan, shown);
-  const std::string backend_prefix = "backend      ";
-  const std::size_t at = text.find(backend_prefix);
-  const std::size_t line_end = text.find('\n', at);
-  text.replace(at, line_end - at, backend_prefix + backend_line);
+  const std::string text = explain_plan(plan, backend_line, backend_ ? backend_->warnings : std::vector<std::string>{});
   std::cout << "config       " << config_source_ << "\n"
             << "model        " << model_->describe() << "\n"
             << "batch        " << input_signature(batch->inputs, batch->targets) << "\n"

@@ -36,10 +36,15 @@ class GeneratorRestore {
 
 }  // namespace
 
-std::vector<at::Tensor> step_tensors(Model& model, const at::Tensor& inputs, const at::Tensor& targets) {
+std::vector<at::Tensor> model_tensors(Model& model) {
   std::vector<at::Tensor> tensors;
   for (auto& [name, parameter] : model.named_parameters()) tensors.push_back(parameter);
   for (auto& [name, buffer] : model.named_buffers()) tensors.push_back(buffer);
+  return tensors;
+}
+
+std::vector<at::Tensor> step_tensors(Model& model, const at::Tensor& inputs, const at::Tensor& targets) {
+  std::vector<at::Tensor> tensors = model_tensors(model);
   tensors.push_back(inputs);
   tensors.push_back(targets);
   return tensors;

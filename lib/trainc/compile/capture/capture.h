@@ -1,4 +1,5 @@
-// defines: StepInputKind, StepInput, CapturedStep, LossFunction, capture_loss
+// defines: StepInputKind, StepInput, CapturedStep, LossFunction, capture_loss, capture_function,
+//          model_tensors, step_tensors
 //
 // Capture, the planner's first stage: trace `loss = loss_fn(model(inputs), targets)` with the
 // TorchScript tracer into one aten-level graph whose inputs are the model's parameters, its
@@ -47,6 +48,8 @@ CapturedStep capture_loss(Model& model, const LossFunction& loss_fn, const at::T
 CapturedStep capture_function(std::vector<StepInput> inputs, const std::vector<at::Tensor>& tensors,
                               const std::function<at::Tensor()>& fn);
 
+// The model's parameters, then its buffers: the leading inputs of a captured step.
+std::vector<at::Tensor> model_tensors(Model& model);
 // The tensors to feed a captured (or compiled) step, in the order of CapturedStep::inputs.
 std::vector<at::Tensor> step_tensors(Model& model, const at::Tensor& inputs, const at::Tensor& targets);
 
