@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "trainc/common/error.h"
+#include "trainc/compile/backends/inductor.h"
 #include "trainc/compile/runtime/guards.h"
 #include "trainc/models/model.h"
 
@@ -89,7 +90,7 @@ int64_t bytes_of(const ir::TensorType& type) {
 
 }  // namespace
 
-std::string explain_plan(const CompilePlan& plan, const std::string& backend, const std::vector<std::string>& warnings) {
+std::string explain_plan(const CompilePlan& plan, const std::string& backend, const std::vector<std::string>& warnings, bool fused) {
   std::ostringstream text;
   int total = 0;
   for (const auto& [op, count] : plan.imported.aten_op_counts) total += count;
@@ -116,6 +117,10 @@ std::string explain_plan(const CompilePlan& plan, const std::string& backend, co
   text << "joint        " << plan.joint.graph.size() << " nodes, gradients for " << plan.joint.gradient_inputs.size() << " parameters\n";
   text << "forward      " << describe_program(plan.programs.forward) << "\n";
   text << "backward     " << describe_program(plan.programs.backward) << "\n";
+  if (fused) {
+    text << "fused fwd    " << describe_fused_program(plan.programs.forward) << "\n";
+    text << "fused bwd    " << describe_fused_program(plan.programs.backward) << "\n";
+  }
   text << "saved        " << plan.programs.saved << " tensors (" << std::fixed;
   text.precision(1);
   text << static_cast<double>(saved_bytes) / 1e6 << " MB) cross from forward to backward; " << plan.programs.recomputed
@@ -169,9 +174,18 @@ at::Tensor StepCompiler::run(const at::Tensor& inputs, const at::Tensor& targets
     const auto start = std::chrono::steady_clock::now();
     CompilePlan plan = plan_step(model_, loss_fn_, inputs, targets);
     ++compiles_;
-    if (!options_.dump_dir.empty()) dump_plan(plan, options_.dump_dir, "compile-" + std::to_string(compiles_));
+    const std::string prefix = "compile-" + std::to_string(compiles_);
+    if (!options_.dump_dir.empty()) dump_plan(plan, options_.dump_dir, prefix);
     std::shared_ptr<CompiledStep> step;
-    if (plan.complete()) {
+    if (plan.complete() && options_.backend == "inductor") {
+      InductorReport report;
+      step = compile_inductor_step(std::move(plan.programs), plan.imported.updated_buffers, plan.joint.gradient_inputs, options_.compiler,
+                                   options_.dump_dir.empty() ? "" : (fs::path(options_.dump_dir) / prefix).string(), report);
+      event.outcome = "compiled";
+      event.detail = report.summary();
+      event.libraries_compiled = report.libraries_compiled;
+      event.libraries_cached = report.libraries_cached;
+    } else if (plan.complete()) {
       step = std::make_shared<CompiledStep>(std::move(plan.programs), plan.imported.updated_buffers, plan.joint.gradient_inputs);
       event.outcome = "compiled";
     } else {

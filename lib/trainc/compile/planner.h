@@ -19,13 +19,16 @@
 #include "trainc/compile/import/import.h"
 #include "trainc/compile/partition/partition.h"
 #include "trainc/compile/runtime/compiled_step.h"
+#include "trainc/compile/runtime/kernel_cache.h"
 
 namespace trainc {
 
 struct CompileOptions {
-  bool fullgraph = false;  // a graph break stops the run (exit 2) instead of running eagerly
-  std::string dump_dir;    // when set: the graphs of every compile as text
+  std::string backend = "aot_eager";  // or "inductor"
+  bool fullgraph = false;             // a graph break stops the run (exit 2) instead of running eagerly
+  std::string dump_dir;               // when set: the graphs (and generated source) of every compile
   int recompile_limit = 8;
+  CompilerSettings compiler;          // inductor: the C++ compiler and the kernel cache
 };
 
 struct CompilePlan {
@@ -42,8 +45,8 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
 void dump_plan(const CompilePlan& plan, const std::string& dir, const std::string& prefix);
 
 // What `trainc explain` prints: captured ops, graph breaks, backend and mode (`backend`: the
-// choice described, or why none can run), the planned kernels.
-std::string explain_plan(const CompilePlan& plan, const std::string& backend, const std::vector<std::string>& warnings);
+// choice described, or why none can run), the planned kernels (`fused`: as inductor fuses them).
+std::string explain_plan(const CompilePlan& plan, const std::string& backend, const std::vector<std::string>& warnings, bool fused = false);
 
 // One line per graph break: "aten::cumsum (no IR entry) in module l"
 std::string describe_breaks(const std::vector<GraphBreak>& breaks);
@@ -53,6 +56,9 @@ struct CompileEvent {
   std::string reason;   // "first step", "new input signature (compiled before: ...)"
   std::string outcome;  // "compiled", "graph break: running eagerly", "recompile limit: running eagerly"
   double seconds = 0.0;
+  std::string detail;   // inductor: what was generated, compiled and found in the kernel cache
+  int libraries_compiled = 0;
+  int libraries_cached = 0;
 };
 
 class StepCompiler {

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <sched.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -112,7 +114,8 @@ void Trainer::print_header() const {
       {"config", config_source_},
       {"model", model_->describe() + " (" + std::to_string(model_->parameter_count()) + " parameters)"},
       {"data", data_.description},
-      {"device", device_.str() + ", " + precision_.name + ", LibTorch " + kTorchVersionText},
+      {"device", device_.str() + ", " + precision_.name + ", " + std::to_string(at::get_num_threads()) + " CPU threads, LibTorch " +
+                     kTorchVersionText},
       {"batch", std::to_string(args_.per_device_train_batch_size) + " x " + std::to_string(accumulation) +
                     " accumulation = " + std::to_string(args_.per_device_train_batch_size * accumulation) + " samples/step"},
       {"steps", std::to_string(plan_.total_steps) + " (" + std::to_string(plan_.steps_per_epoch) + " per epoch), warmup " +
@@ -250,6 +253,13 @@ void Trainer::setup() {
   device_ = torch::cuda::is_available() && !args_.use_cpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   precision_ = resolve_precision(args_, device_);
   scaler_ = LossScaler(args_.fp16);
+  // LibTorch counts physical cores for its default thread count, which leaves half of a
+  // hyper-threaded or virtual machine idle (1 thread on 2 vCPUs). Unless OMP_NUM_THREADS says
+  // otherwise, use every CPU this process may run on.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > at::get_num_threads()) at::set_num_threads(CPU_COUNT(&cpus));
+  }
   if (args_.torch_compile) backend_ = select_backend(args_, device_.is_cuda() ? "cuda" : "cpu");
   const char* world_size = std::getenv("WORLD_SIZE");
   if (world_size != nullptr && std::string(world_size) != "1") {
@@ -289,14 +299,22 @@ void Trainer::setup() {
 void Trainer::start_compiler() {
   if (!backend_ || backend_->backend == "eager") return;
   CompileOptions options;
+  options.backend = backend_->backend;
   options.fullgraph = args_.torch_compile_fullgraph;
   options.dump_dir = options_.dump_dir;
-  auto on_compile = [this](const CompileEvent& event) {
-    record({{"compile_seconds", event.seconds}, {"compile_reason", event.reason}, {"compile_outcome", event.outcome},
-            {"input_signature", event.signature}},
-           state_.epoch);
+  if (options.backend == "inductor") options.compiler = compiler_settings_from_environment();
+  auto on_compile = [this, inductor = options.backend == "inductor"](const CompileEvent& event) {
+    nlohmann::json fields = {{"compile_seconds", event.seconds},
+                             {"compile_reason", event.reason},
+                             {"compile_outcome", event.outcome},
+                             {"input_signature", event.signature}};
+    if (inductor) {
+      fields["kernel_libraries_compiled"] = event.libraries_compiled;
+      fields["kernel_libraries_cached"] = event.libraries_cached;
+    }
+    record(fields, state_.epoch);
     reporter_->info("compile: " + event.outcome + " in " + format_number(event.seconds, 3) + " s (" + event.reason + "; " +
-                    event.signature + ")");
+                    event.signature + ")" + (event.detail.empty() ? "" : "; " + event.detail));
   };
   compiler_ = std::make_unique<StepCompiler>(*model_, loss_fn_, options, on_compile,
                                              [this](const std::string& warning) { reporter_->warn(warning); });
@@ -323,7 +341,8 @@ int Trainer::explain() {
   const CompilePlan plan = plan_step(*model_, loss_fn_, batch->inputs, batch->targets);
   const double seconds = seconds_since(start);
   if (!options_.dump_dir.empty()) dump_plan(plan, options_.dump_dir, "compile-1");
-  const std::string text = explain_plan(plan, backend_line, backend_ ? backend_->warnings : std::vector<std::string>{});
+  const std::string text = explain_plan(plan, backend_line, backend_ ? backend_->warnings : std::vector<std::string>{},
+                                        backend_ && backend_->backend == "inductor");
   std::cout << "config       " << config_source_ << "\n"
             << "model        " << model_->describe() << "\n"
             << "batch        " << input_signature(batch->inputs, batch->targets) << "\n"

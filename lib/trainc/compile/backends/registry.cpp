@@ -8,7 +8,7 @@ const std::vector<BackendInfo>& compile_backends() {
   static const std::vector<BackendInfo> backends = {
       {"eager", true, "no compilation: LibTorch autograd, the reference every backend is tested against"},
       {"aot_eager", true, "capture, joint forward/backward graph and partition, run op by op through ATen; no fusion"},
-      {"inductor", false, "needs fused-kernel code generation, which this build of trainc does not have yet"},
+      {"inductor", true, "fusion into generated C++ kernels (CPU), a memory plan and a kernel cache; ATen for matmul and convolution"},
       {"cudagraphs", false, "needs whole-step CUDA graph capture, which this build of trainc does not have yet"},
       {"ipex", false, "needs Intel Extension for PyTorch, which trainc is not built with"},
       {"hpu_backend", false, "needs Habana's SynapseAI runtime and an HPU, which trainc is not built with"},
@@ -46,6 +46,12 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
                                    : "torch_compile_backend: " + choice.backend + " ";
     throw UserError(origin + info->what + "; set torch_compile_backend: aot_eager (compiled, run through ATen) or eager");
   }
+  if (choice.backend == "inductor" && device_type == "cuda") {
+    const std::string origin = choice.selected_from_hardware ? "no torch_compile_backend is set and trainc selects inductor for cuda, but "
+                                                             : "torch_compile_backend: inductor: ";
+    throw UserError(origin + "this build of trainc generates kernels for the CPU only, not yet for CUDA; set torch_compile_backend: "
+                             "aot_eager (compiled, run through ATen) or eager");
+  }
   if (choice.backend == "eager") {
     if (args.torch_compile_mode) choice.warnings.push_back("torch_compile_mode " + choice.mode + " has no effect with backend eager");
     return choice;
@@ -59,6 +65,10 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
       throw UserError("torch_compile_mode: reduce-overhead needs whole-step CUDA graph capture, which this build of trainc does not "
                       "have yet; use torch_compile_mode: default");
     }
+  }
+  if ((choice.mode == "max-autotune" || choice.mode == "max-autotune-no-cudagraphs") && choice.backend == "inductor") {
+    throw UserError("torch_compile_mode: " + choice.mode + " benchmarks candidate kernels and keeps the fastest, which this build of "
+                    "trainc does not do yet; use torch_compile_mode: default");
   }
   if (choice.mode == "max-autotune" || choice.mode == "max-autotune-no-cudagraphs") {
     throw UserError("torch_compile_mode: " + choice.mode + " tunes generated kernels, which needs the inductor backend; backend " +

@@ -116,6 +116,10 @@ std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<
   return execute_with_aten(graph, inputs, inputs.empty() ? at::Device(at::kCPU) : inputs.front().device());
 }
 
+at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device) {
+  return kernels()[static_cast<std::size_t>(node.op)](inputs, node.attrs, device);
+}
+
 std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs, at::Device device) {
   // Each value is released right after its last use, so a program holds only what is still live.
   std::vector<ValueId> last_use(static_cast<std::size_t>(graph.size()), -1);

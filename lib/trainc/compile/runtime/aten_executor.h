@@ -1,4 +1,4 @@
-// defines: execute_with_aten, to_scalar_type, to_dtype
+// defines: execute_with_aten, execute_node, to_scalar_type, to_dtype
 //
 // Runs an IR graph op by op through ATen: the execution engine of the aot_eager backend and the
 // reference that generated kernels are tested against. Inputs are given in the order of the
@@ -20,5 +20,8 @@ DType to_dtype(at::ScalarType type);  // IrError for a type the IR does not have
 // two-argument form uses the first input's device (the CPU when there are no inputs).
 std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs, at::Device device);
 std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs);
+
+// One node through ATen, its inputs given (for executors that run only some nodes this way).
+at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device);
 
 }  // namespace trainc::ir

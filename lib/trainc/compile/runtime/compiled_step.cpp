@@ -16,20 +16,31 @@ bool shares_storage(const at::Tensor& tensor, const std::vector<at::Tensor>& oth
 
 }  // namespace
 
-CompiledStep::CompiledStep(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs)
-    : programs_(std::move(programs)), updated_buffers_(std::move(updated_buffers)), gradient_inputs_(std::move(gradient_inputs)) {}
+CompiledStep::CompiledStep(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
+                           ProgramRunner forward, ProgramRunner backward)
+    : programs_(std::move(programs)),
+      updated_buffers_(std::move(updated_buffers)),
+      gradient_inputs_(std::move(gradient_inputs)),
+      forward_(std::move(forward)),
+      backward_(std::move(backward)) {
+  const auto through_aten = [](const ir::Graph& graph) {
+    return [&graph](const std::vector<at::Tensor>& inputs, at::Device device) { return ir::execute_with_aten(graph, inputs, device); };
+  };
+  if (!forward_) forward_ = through_aten(programs_.forward);
+  if (!backward_) backward_ = through_aten(programs_.backward);
+}
 
 at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad_scale) const {
   c10::NoGradGuard no_grad;  // the programs are the autograd: ATen must not record them again
   const at::Device device = tensors.front().device();
-  const std::vector<at::Tensor> forward = ir::execute_with_aten(programs_.forward, tensors, device);
+  const std::vector<at::Tensor> forward = forward_(tensors, device);
   const at::Tensor loss = forward[0];
 
   std::vector<at::Tensor> backward_inputs;
   for (int index : programs_.backward_step_inputs) backward_inputs.push_back(tensors[static_cast<std::size_t>(index)]);
   for (std::size_t i = static_cast<std::size_t>(programs_.forward_results); i < forward.size(); ++i) backward_inputs.push_back(forward[i]);
   backward_inputs.push_back(at::full({}, grad_scale, loss.options()));
-  const std::vector<at::Tensor> grads = ir::execute_with_aten(programs_.backward, backward_inputs, device);
+  const std::vector<at::Tensor> grads = backward_(backward_inputs, device);
 
   for (std::size_t k = 0; k < grads.size(); ++k) {
     at::Tensor parameter = tensors[static_cast<std::size_t>(gradient_inputs_[k])];

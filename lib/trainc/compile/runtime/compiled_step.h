@@ -1,25 +1,34 @@
-// defines: CompiledStep
+// defines: CompiledStep, ProgramRunner
 //
-// A training step compiled for the aot_eager backend: the forward program, then the backward
-// program, each run op by op through ATen. Its result is the micro-batch's loss; the gradients
+// A compiled training step: the forward program, then the backward program, each run by the
+// backend's executor (aot_eager: op by op through ATen; inductor: fused kernels and ATen calls). Its result is the micro-batch's loss; the gradients
 // (scaled by grad_scale, the backward's seed) are accumulated into the parameters' .grad as eager
 // backward() does, and the buffers the step updates (batch-norm statistics) are written back.
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <vector>
 
 #include "trainc/compile/partition/partition.h"
 
 namespace trainc {
 
+// Runs one program: its inputs in order, on `device`; its outputs in order.
+using ProgramRunner = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&, at::Device)>;
+
 class CompiledStep {
  public:
-  CompiledStep(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs);
+  // Without runners, both programs run through ATen (aot_eager).
+  CompiledStep(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
+               ProgramRunner forward = nullptr, ProgramRunner backward = nullptr);
 
   // `tensors`: the step's inputs in capture order (parameters, buffers, inputs, targets).
   at::Tensor run(const std::vector<at::Tensor>& tensors, double grad_scale) const;
+
+  CompiledStep(const CompiledStep&) = delete;  // the ATen runners refer to programs_
+  CompiledStep& operator=(const CompiledStep&) = delete;
 
   const StepPrograms& programs() const { return programs_; }
 
@@ -27,6 +36,8 @@ class CompiledStep {
   StepPrograms programs_;
   std::vector<int> updated_buffers_;
   std::vector<int> gradient_inputs_;
+  ProgramRunner forward_;
+  ProgramRunner backward_;
 };
 
 }  // namespace trainc

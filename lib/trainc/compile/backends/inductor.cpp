@@ -1,0 +1,126 @@
+#include "trainc/compile/backends/inductor.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "trainc/common/error.h"
+#include "trainc/compile/codegen/cpp_kernels.h"
+#include "trainc/compile/passes/fusion.h"
+#include "trainc/compile/passes/memory_plan.h"
+#include "trainc/compile/passes/sink_pointwise.h"
+#include "trainc/compile/passes/slice_grads_to_concat.h"
+#include "trainc/compile/runtime/fused_program.h"
+
+namespace trainc {
+namespace {
+
+std::string megabytes(int64_t bytes) {
+  std::ostringstream text;
+  text.setf(std::ios::fixed);
+  text.precision(1);
+  text << static_cast<double>(bytes) / 1e6 << " MB";
+  return text.str();
+}
+
+struct ProgramBuild {
+  ir::Graph graph;  // the program after the rewrites, each pointwise node sunk to its first use
+  Schedule schedule;
+  MemoryPlan plan;
+  codegen::RenderedProgram rendered;
+};
+
+ProgramBuild plan_program(const ir::Graph& program) {
+  ProgramBuild build;
+  build.graph = ir::sink_pointwise(ir::slice_grads_to_concat(program));
+  ir::verify(build.graph);
+  build.schedule = schedule_kernels(build.graph);
+  build.plan = plan_memory(build.graph, build.schedule);
+  build.rendered = codegen::render_cpp_kernels(build.graph, build.schedule);
+  return build;
+}
+
+}  // namespace
+
+std::string InductorReport::summary() const {
+  std::ostringstream text;
+  text << kernels << " kernels computing " << fused_nodes << " nodes, " << aten_calls << " ATen calls; " << libraries_compiled
+       << " libraries compiled, " << libraries_cached << " from the kernel cache; arena " << megabytes(arena_bytes) << " for "
+       << megabytes(planned_bytes) << " of intermediates";
+  return text.str();
+}
+
+std::string describe_fused_program(const ir::Graph& program) {
+  const ProgramBuild build = plan_program(program);
+  const ir::Graph& graph = build.graph;
+  const Schedule& schedule = build.schedule;
+  const MemoryPlan& plan = build.plan;
+  int reductions = 0;
+  for (const FusedKernel& kernel : schedule.kernels) reductions += kernel.has_reduction() ? 1 : 0;
+  std::map<std::string, int> aten;
+  int aten_calls = 0;
+  for (const ScheduleStep& step : schedule.steps) {
+    if (step.kind != ScheduleStep::Kind::aten) continue;
+    ++aten[ir::op_name(graph.node(step.index).op)];
+    ++aten_calls;
+  }
+  std::ostringstream text;
+  text << schedule.kernels.size() << " generated kernels computing " << schedule.fused_nodes() << " nodes (" << reductions
+       << " with reductions), " << aten_calls << " ATen calls";
+  std::string separator = " (";
+  for (const auto& [name, count] : aten) {
+    text << separator << name << " " << count;
+    separator = ", ";
+  }
+  if (!aten.empty()) text << ")";
+  text << "; memory plan: " << megabytes(plan.arena_bytes()) << " arena for " << megabytes(plan.planned_bytes) << " of intermediates";
+  return text.str();
+}
+
+std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
+                                                    const CompilerSettings& settings, const std::string& dump_prefix, InductorReport& report) {
+  ProgramBuild forward = plan_program(programs.forward);
+  ProgramBuild backward = plan_program(programs.backward);
+  ProgramBuild* builds[] = {&forward, &backward};
+  const char* names[] = {"forward", "backward"};
+
+  std::vector<LibrarySource> sources;
+  for (int p = 0; p < 2; ++p) {
+    const ProgramBuild& build = *builds[p];
+    if (!dump_prefix.empty()) {
+      const std::string path = dump_prefix + "-" + names[p] + ".cpp";
+      std::ofstream out(path);
+      out << build.rendered.text();
+      if (!out) throw UserError("--dump-dir: cannot write " + path, kExitFailure);
+    }
+    report.kernels += static_cast<int>(build.schedule.kernels.size());
+    report.fused_nodes += build.schedule.fused_nodes();
+    report.aten_calls += static_cast<int>(build.schedule.steps.size() - build.schedule.kernels.size());
+    report.arena_bytes += build.plan.arena_bytes();
+    report.planned_bytes += build.plan.planned_bytes;
+    if (build.rendered.kernels.empty()) continue;
+    LibrarySource source{build.rendered.prelude, {}};
+    for (const codegen::RenderedKernel& kernel : build.rendered.kernels) source.kernels.push_back(kernel.source);
+    sources.push_back(std::move(source));
+  }
+  const std::vector<LibraryBuild> libraries = build_kernel_libraries(sources, settings);
+  for (const LibraryBuild& library : libraries) ++(library.cache_hit ? report.libraries_cached : report.libraries_compiled);
+
+  std::size_t next_library = 0;
+  std::shared_ptr<FusedProgram> fused[2];
+  for (int p = 0; p < 2; ++p) {
+    ProgramBuild& build = *builds[p];
+    std::shared_ptr<KernelLibrary> library = build.rendered.kernels.empty() ? nullptr : libraries[next_library++].library;
+    fused[p] = std::make_shared<FusedProgram>(std::move(build.graph), std::move(build.schedule), std::move(build.plan), build.rendered, std::move(library));
+  }
+  const auto runner = [](std::shared_ptr<FusedProgram> program) {
+    return [program](const std::vector<at::Tensor>& inputs, at::Device device) {
+      TRAINC_CHECK(device.is_cpu(), "inductor's generated kernels run on the CPU, the step's tensors are on " + device.str());
+      return program->run(inputs);
+    };
+  };
+  return std::make_shared<CompiledStep>(std::move(programs), std::move(updated_buffers), std::move(gradient_inputs), runner(fused[0]),
+                                        runner(fused[1]));
+}
+
+}  // namespace trainc

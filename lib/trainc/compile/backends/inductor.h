@@ -1,0 +1,41 @@
+// defines: InductorReport, compile_inductor_step, describe_fused_program
+//
+// The inductor backend on the CPU, end to end for one compiled step: each program (forward and
+// backward) is rewritten (passes/slice_grads_to_concat, passes/sink_pointwise), scheduled into
+// fused kernels (passes/fusion), given a memory plan
+// (passes/memory_plan), rendered as C++ (codegen/cpp_kernels) and built into a shared library
+// through the kernel cache (runtime/kernel_cache); both libraries compile in parallel. The step
+// then runs on runtime/fused_program.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainc/compile/partition/partition.h"
+#include "trainc/compile/runtime/compiled_step.h"
+#include "trainc/compile/runtime/kernel_cache.h"
+
+namespace trainc {
+
+struct InductorReport {
+  int kernels = 0;             // generated kernels, both programs
+  int fused_nodes = 0;         // nodes they compute
+  int aten_calls = 0;          // nodes left to ATen
+  int libraries_compiled = 0;  // built by the C++ compiler in this compile
+  int libraries_cached = 0;    // loaded from the kernel cache
+  int64_t arena_bytes = 0;     // memory plan: the arenas
+  int64_t planned_bytes = 0;   // what the planned values take unshared
+  std::string summary() const;
+};
+
+// `dump_prefix`: when set, the generated sources are written to <dump_prefix>-forward.cpp and
+// <dump_prefix>-backward.cpp.
+std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
+                                                    const CompilerSettings& settings, const std::string& dump_prefix, InductorReport& report);
+
+// For `trainc explain`: "12 generated kernels computing 140 nodes (7 with reductions), 9 ATen
+// calls (matmul 6, ...); memory plan: 3.1 MB arena for 9.4 MB of intermediates"
+std::string describe_fused_program(const ir::Graph& graph);
+
+}  // namespace trainc

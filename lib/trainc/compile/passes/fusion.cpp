@@ -1,0 +1,180 @@
+#include "trainc/compile/passes/fusion.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+namespace trainc {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+using ir::ValueId;
+
+bool is_pointwise(Op op) {
+  const OpKind kind = ir::op_kind(op);
+  return kind == OpKind::kUnary || kind == OpKind::kBinary || kind == OpKind::kTernary;
+}
+
+// The first reduced dimension when a reduction's axes are the trailing dimensions of its input;
+// nullopt otherwise (reductions over leading dimensions stay ATen calls).
+std::optional<int> trailing_split(const ir::Graph& graph, const ir::Node& node) {
+  const auto rank = static_cast<int>(graph.type(node.inputs[0]).rank());
+  std::set<int> axes;
+  for (int64_t axis : node.attrs.ints) axes.insert(static_cast<int>(axis < 0 ? axis + rank : axis));
+  const int split = rank - static_cast<int>(axes.size());
+  if (axes.empty() || *axes.begin() != split) return std::nullopt;
+  return split;
+}
+
+// Generated kernels compute in float32, float64, int64 and bool, and read and write bf16;
+// float16 values stay with ATen.
+bool kernel_computes(const ir::Graph& graph, const ir::Node& node) {
+  const bool op_ok = is_pointwise(node.op) || (ir::op_kind(node.op) == OpKind::kReduction && ir::is_floating(node.type.dtype) &&
+                                               trailing_split(graph, node));
+  if (!op_ok || node.type.dtype == ir::DType::f16) return false;
+  return std::none_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) { return graph.type(in).dtype == ir::DType::f16; });
+}
+
+std::vector<int64_t> row_shape(const FusedKernel& kernel, bool keepdim) {
+  std::vector<int64_t> shape(kernel.domain.begin(), kernel.domain.begin() + kernel.reduce_from);
+  if (keepdim) shape.resize(kernel.domain.size(), 1);
+  return shape;
+}
+
+struct Grouping {
+  const ir::Graph& graph;
+  Schedule& schedule;
+  std::vector<KernelRole> role_of;
+
+  KernelRole role(ValueId value) const { return role_of[static_cast<std::size_t>(value)]; }
+  bool in_kernel(ValueId value, int kernel) const { return schedule.kernel_of[static_cast<std::size_t>(value)] == kernel; }
+
+  // The role `id` would take in `kernel`, or nullopt when it cannot join it.
+  std::optional<KernelRole> join_role(int kernel_index, ValueId id) const {
+    const FusedKernel& kernel = schedule.kernels[static_cast<std::size_t>(kernel_index)];
+    const ir::Node& node = graph.node(id);
+    if (ir::op_kind(node.op) == OpKind::kReduction) {
+      const int split = *trailing_split(graph, node);
+      const ValueId x = node.inputs[0];
+      // A reduction over everything has a single row: one thread would run the whole kernel.
+      if (split == 0 || graph.type(x).shape != kernel.domain || role(x) != KernelRole::element) return std::nullopt;
+      if (kernel.has_reduction() && split != kernel.reduce_from) return std::nullopt;
+      return KernelRole::row;
+    }
+    const std::vector<int64_t>& shape = node.type.shape;
+    const auto inputs_in_kernel_are = [&](auto accept) {
+      return std::all_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) { return !in_kernel(in, kernel_index) || accept(in); });
+    };
+    if (shape == kernel.domain) {
+      const std::vector<int64_t> broadcast_row = row_shape(kernel, true);
+      if (inputs_in_kernel_are([&](ValueId in) {
+            return role(in) == KernelRole::element || graph.type(in).shape == broadcast_row;
+          })) {
+        return KernelRole::element;
+      }
+      return std::nullopt;
+    }
+    if (kernel.has_reduction() && (shape == row_shape(kernel, false) || shape == row_shape(kernel, true)) &&
+        inputs_in_kernel_are([&](ValueId in) { return role(in) == KernelRole::row && graph.type(in).shape == shape; })) {
+      return KernelRole::row;
+    }
+    return std::nullopt;
+  }
+};
+
+}  // namespace
+
+int Schedule::fused_nodes() const {
+  int count = 0;
+  for (const FusedKernel& kernel : kernels) count += static_cast<int>(kernel.members.size());
+  return count;
+}
+
+bool is_lazy(const ir::Graph& graph, const Schedule& schedule, ValueId value) {
+  const ir::Node& node = graph.node(value);
+  const OpKind kind = ir::op_kind(node.op);
+  if (kind == OpKind::kInput || node.op == Op::constant || node.op == Op::iota) return true;
+  return kind == OpKind::kView && schedule.accesses[static_cast<std::size_t>(value)].base != value;
+}
+
+Schedule schedule_kernels(const ir::Graph& graph) {
+  const auto n = static_cast<std::size_t>(graph.size());
+  Schedule schedule;
+  schedule.accesses = codegen::strided_accesses(graph);
+  schedule.kernel_of.assign(n, -1);
+  Grouping grouping{graph, schedule, std::vector<KernelRole>(n, KernelRole::element)};
+
+  // Steps run in the order they are made. A node joins a kernel only if everything else it reads
+  // comes from older steps, so every step reads only what earlier steps made: no cycles, and a
+  // kernel can run where it was made however many members join it later.
+  std::vector<int> newest_source(n, -1);  // per value: the newest step its tensor comes from
+  std::vector<int> kernel_step;           // per kernel: the step it runs as
+
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    const ir::Node& node = graph.node(id);
+    int& source = newest_source[static_cast<std::size_t>(id)];
+    if (is_lazy(graph, schedule, id)) {
+      for (ValueId in : node.inputs) source = std::max(source, newest_source[static_cast<std::size_t>(in)]);
+      continue;
+    }
+    if (kernel_computes(graph, node)) {
+      for (ValueId in : node.inputs) {
+        const int k = schedule.kernel_of[static_cast<std::size_t>(in)];
+        if (k < 0) continue;
+        const std::optional<KernelRole> role = grouping.join_role(k, id);
+        if (!role) continue;
+        const int step = kernel_step[static_cast<std::size_t>(k)];
+        const bool older = std::all_of(node.inputs.begin(), node.inputs.end(), [&](ValueId other) {
+          return grouping.in_kernel(other, k) || newest_source[static_cast<std::size_t>(other)] < step;
+        });
+        if (!older) continue;
+        FusedKernel& kernel = schedule.kernels[static_cast<std::size_t>(k)];
+        if (ir::op_kind(node.op) == OpKind::kReduction) kernel.reduce_from = *trailing_split(graph, node);
+        kernel.members.push_back(id);
+        kernel.roles.push_back(*role);
+        grouping.role_of[static_cast<std::size_t>(id)] = *role;
+        schedule.kernel_of[static_cast<std::size_t>(id)] = k;
+        source = step;
+        break;
+      }
+      if (source < 0) {
+        FusedKernel kernel;
+        const bool reduction = ir::op_kind(node.op) == OpKind::kReduction;
+        kernel.domain = reduction ? graph.type(node.inputs[0]).shape : node.type.shape;
+        kernel.reduce_from = reduction ? *trailing_split(graph, node) : static_cast<int>(kernel.domain.size());
+        const KernelRole role = reduction ? KernelRole::row : KernelRole::element;
+        kernel.members = {id};
+        kernel.roles = {role};
+        grouping.role_of[static_cast<std::size_t>(id)] = role;
+        schedule.kernel_of[static_cast<std::size_t>(id)] = static_cast<int32_t>(schedule.kernels.size());
+        source = static_cast<int>(schedule.steps.size());
+        kernel_step.push_back(source);
+        schedule.steps.push_back({ScheduleStep::Kind::kernel, static_cast<int32_t>(schedule.kernels.size())});
+        schedule.kernels.push_back(std::move(kernel));
+      }
+    } else {
+      source = static_cast<int>(schedule.steps.size());
+      schedule.steps.push_back({ScheduleStep::Kind::aten, id});
+    }
+  }
+
+  // Stores: kernel members read outside their kernel or returned by the program.
+  std::vector<bool> read_outside(n, false);
+  for (ValueId output : graph.outputs()) read_outside[static_cast<std::size_t>(output)] = true;
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    for (ValueId in : graph.node(id).inputs) {
+      const int k = schedule.kernel_of[static_cast<std::size_t>(in)];
+      if (k >= 0 && schedule.kernel_of[static_cast<std::size_t>(id)] != k) read_outside[static_cast<std::size_t>(in)] = true;
+    }
+  }
+  for (FusedKernel& kernel : schedule.kernels) {
+    for (ValueId member : kernel.members) {
+      if (read_outside[static_cast<std::size_t>(member)]) kernel.stores.push_back(member);
+    }
+  }
+
+  return schedule;
+}
+
+}  // namespace trainc

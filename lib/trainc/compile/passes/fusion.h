@@ -1,0 +1,56 @@
+// defines: FusedKernel, ScheduleStep, Schedule, KernelRole, schedule_kernels
+//
+// Contract: groups the nodes of a program into fused kernels and orders them with the ATen calls
+// that stay, so that every value is computed before it is read. All rules about what may fuse
+// live in this file (fusion.cpp):
+//   - pointwise ops (unary, binary, where) of one shape fuse with the producer they read;
+//   - a reduction over trailing dimensions fuses with the pointwise ops that feed it, with other
+//     reductions over the same rows (layer norm's mean and variance, softmax's max and sum), and
+//     with the pointwise ops that follow, at row level (one value per row) or element level;
+//   - extern ops, random draws, reductions over leading dimensions and float16 values stay ATen
+//     calls; views, constants and iota are never steps of their own: kernels read them in place.
+//   - a node joins a kernel only when all else it reads comes from steps older than the kernel, so
+//     steps run in the order they are made and never wait on each other in a cycle.
+// Example: y = relu(x @ w + b) becomes [ATen matmul] -> [kernel: add, relu].
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trainc/compile/codegen/strided_access.h"
+#include "trainc/compile/ir/graph.h"
+
+namespace trainc {
+
+// How a member of a kernel is indexed: per element of the domain, or once per row.
+enum class KernelRole : uint8_t { element, row };
+
+struct FusedKernel {
+  std::vector<ir::ValueId> members;  // the nodes computed, in topological order
+  std::vector<KernelRole> roles;     // one per member
+  std::vector<int64_t> domain;       // the iteration shape
+  int reduce_from = 0;               // dimensions [reduce_from, rank) are reduced; rank: no reduction
+  std::vector<ir::ValueId> stores;   // members other steps or the program's outputs read
+  bool has_reduction() const { return reduce_from < static_cast<int>(domain.size()); }
+};
+
+struct ScheduleStep {
+  enum class Kind : uint8_t { kernel, aten } kind;
+  int32_t index = 0;  // a kernel's index in Schedule::kernels, or the value an ATen call makes
+};
+
+struct Schedule {
+  std::vector<FusedKernel> kernels;
+  std::vector<ScheduleStep> steps;                // in execution order
+  std::vector<codegen::StridedAccess> accesses;   // per value: where its elements are read from
+  std::vector<int32_t> kernel_of;                 // per value: its kernel, or -1
+  int fused_nodes() const;                        // nodes computed inside kernels
+};
+
+// A value no step computes: graph inputs, and views, constants and iota, which ATen makes on
+// demand when a step or an output needs the tensor (a kernel reads them in place).
+bool is_lazy(const ir::Graph& graph, const Schedule& schedule, ir::ValueId value);
+
+Schedule schedule_kernels(const ir::Graph& graph);
+
+}  // namespace trainc

@@ -1,0 +1,103 @@
+#include "trainc/compile/passes/memory_plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace trainc {
+
+int64_t dtype_bytes(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::f64:
+    case ir::DType::i64:
+      return 8;
+    case ir::DType::f32:
+      return 4;
+    case ir::DType::bf16:
+    case ir::DType::f16:
+      return 2;
+    case ir::DType::b8:
+      return 1;
+  }
+  return 8;
+}
+
+int64_t MemoryPlan::arena_bytes() const { return std::accumulate(slot_bytes.begin(), slot_bytes.end(), int64_t{0}); }
+
+MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule) {
+  const auto n = static_cast<std::size_t>(graph.size());
+  // The value whose memory each value's tensor uses: views share their base's; an ATen cast or
+  // detach may return its input itself; constants and iota own nothing a kernel stores.
+  std::vector<ir::ValueId> root(n, -1);
+  for (ir::ValueId id = 0; id < graph.size(); ++id) {
+    const ir::Node& node = graph.node(id);
+    const auto i = static_cast<std::size_t>(id);
+    if (node.op == ir::Op::constant || node.op == ir::Op::iota) continue;
+    if (is_lazy(graph, schedule, id) && node.op != ir::Op::input) {
+      root[i] = root[static_cast<std::size_t>(schedule.accesses[i].base)];
+    } else if (schedule.kernel_of[i] < 0 && (node.op == ir::Op::cast || node.op == ir::Op::detach)) {
+      root[i] = root[static_cast<std::size_t>(node.inputs[0])];
+    } else {
+      root[i] = id;
+    }
+  }
+
+  constexpr int kEscapes = 1 << 30;
+  std::vector<int> last_read(n, -1);
+  for (ir::ValueId output : graph.outputs()) {
+    const ir::ValueId r = root[static_cast<std::size_t>(output)];
+    if (r >= 0) last_read[static_cast<std::size_t>(r)] = kEscapes;
+  }
+  std::vector<std::vector<ir::ValueId>> stored_at(schedule.steps.size());
+  for (std::size_t s = 0; s < schedule.steps.size(); ++s) {
+    const ScheduleStep& step = schedule.steps[s];
+    std::vector<ir::ValueId> nodes = {step.index};
+    if (step.kind == ScheduleStep::Kind::kernel) {
+      const FusedKernel& kernel = schedule.kernels[static_cast<std::size_t>(step.index)];
+      nodes = kernel.members;
+      stored_at[s] = kernel.stores;
+    }
+    for (ir::ValueId id : nodes) {
+      for (ir::ValueId in : graph.node(id).inputs) {
+        const ir::ValueId r = root[static_cast<std::size_t>(in)];
+        if (r >= 0) last_read[static_cast<std::size_t>(r)] = std::max(last_read[static_cast<std::size_t>(r)], static_cast<int>(s));
+      }
+    }
+  }
+
+  MemoryPlan plan;
+  plan.slot_of.assign(n, -1);
+  std::vector<int> slot_free_after;  // the last step reading the slot's current value
+  for (std::size_t s = 0; s < stored_at.size(); ++s) {
+    for (ir::ValueId id : stored_at[s]) {
+      const auto i = static_cast<std::size_t>(id);
+      if (last_read[i] == kEscapes) continue;
+      const int64_t bytes = (graph.type(id).numel() * dtype_bytes(graph.type(id).dtype) + 63) / 64 * 64;
+      plan.planned_bytes += bytes;
+      // Best fit among the free slots: the smallest that holds it, else the largest, grown.
+      int best = -1;
+      for (std::size_t k = 0; k < plan.slot_bytes.size(); ++k) {
+        if (slot_free_after[k] >= static_cast<int>(s)) continue;
+        const bool fits = plan.slot_bytes[k] >= bytes;
+        if (best < 0) {
+          best = static_cast<int>(k);
+          continue;
+        }
+        const int64_t current = plan.slot_bytes[static_cast<std::size_t>(best)];
+        if (fits ? (current < bytes || plan.slot_bytes[k] < current) : (current < bytes && plan.slot_bytes[k] > current)) {
+          best = static_cast<int>(k);
+        }
+      }
+      if (best < 0) {
+        best = static_cast<int>(plan.slot_bytes.size());
+        plan.slot_bytes.push_back(0);
+        slot_free_after.push_back(0);
+      }
+      plan.slot_bytes[static_cast<std::size_t>(best)] = std::max(plan.slot_bytes[static_cast<std::size_t>(best)], bytes);
+      slot_free_after[static_cast<std::size_t>(best)] = std::max(last_read[i], static_cast<int>(s));
+      plan.slot_of[i] = best;
+    }
+  }
+  return plan;
+}
+
+}  // namespace trainc

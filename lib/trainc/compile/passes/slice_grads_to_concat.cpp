@@ -1,0 +1,84 @@
+#include "trainc/compile/passes/slice_grads_to_concat.h"
+
+#include <algorithm>
+#include <map>
+
+#include "trainc/compile/passes/dce.h"
+
+namespace trainc::ir {
+namespace {
+
+// Pieces of a gradient made of disjoint step-1 slices of one dimension.
+struct Pieces {
+  int64_t dim = 0;
+  std::map<int64_t, std::pair<int64_t, ValueId>> by_start;  // start -> (end, the piece's gradient)
+};
+
+}  // namespace
+
+Graph slice_grads_to_concat(const Graph& graph) {
+  const auto n = static_cast<std::size_t>(graph.size());
+  std::vector<int> uses(n, 0);
+  for (const Node& node : graph.nodes()) {
+    for (ValueId in : node.inputs) ++uses[static_cast<std::size_t>(in)];
+  }
+  for (ValueId out : graph.outputs()) ++uses[static_cast<std::size_t>(out)];
+
+  std::map<ValueId, Pieces> pieces;
+  Graph result;
+  std::vector<ValueId> new_id(n, -1);
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    if (node.op == Op::slice_backward && node.attrs.ints[3] == 1) {
+      Pieces p;
+      p.dim = node.attrs.ints[0] < 0 ? node.attrs.ints[0] + node.type.rank() : node.attrs.ints[0];
+      p.by_start[node.attrs.ints[1]] = {node.attrs.ints[2], node.inputs[0]};
+      pieces[id] = p;
+    } else if (node.op == Op::add && graph.type(node.inputs[0]) == node.type && graph.type(node.inputs[1]) == node.type) {
+      // Only sums whose operands nothing else reads: their pieces are not needed on their own.
+      const auto a = pieces.find(node.inputs[0]);
+      const auto b = pieces.find(node.inputs[1]);
+      if (a != pieces.end() && b != pieces.end() && a->second.dim == b->second.dim && uses[static_cast<std::size_t>(node.inputs[0])] == 1 &&
+          uses[static_cast<std::size_t>(node.inputs[1])] == 1) {
+        Pieces merged = a->second;
+        bool disjoint = true;
+        for (const auto& [start, piece] : b->second.by_start) disjoint = disjoint && merged.by_start.emplace(start, piece).second;
+        int64_t covered = 0;
+        for (const auto& [start, piece] : merged.by_start) {
+          if (start < covered) disjoint = false;
+          covered = piece.first;
+        }
+        if (disjoint) pieces[id] = merged;
+      }
+    }
+    // A sum whose pieces tile the whole dimension is their concat.
+    const auto found = pieces.find(id);
+    if (node.op == Op::add && found != pieces.end()) {
+      const Pieces& p = found->second;
+      int64_t next = 0;
+      std::vector<ValueId> inputs;
+      for (const auto& [start, piece] : p.by_start) {
+        if (start != next) break;
+        next = piece.first;
+        inputs.push_back(new_id[static_cast<std::size_t>(piece.second)]);
+      }
+      if (next == node.type.shape[static_cast<std::size_t>(p.dim)]) {
+        Attributes attrs;
+        attrs.ints = {p.dim};
+        new_id[static_cast<std::size_t>(id)] = result.add(Op::concat, inputs, attrs);
+        continue;
+      }
+    }
+    if (node.op == Op::input) {
+      new_id[static_cast<std::size_t>(id)] = result.add_input(node.name, node.type);
+      continue;
+    }
+    std::vector<ValueId> inputs;
+    for (ValueId in : node.inputs) inputs.push_back(new_id[static_cast<std::size_t>(in)]);
+    new_id[static_cast<std::size_t>(id)] = result.add(node.op, inputs, node.attrs);
+  }
+  for (ValueId out : graph.outputs()) result.mark_output(new_id[static_cast<std::size_t>(out)]);
+  return eliminate_dead_code(result);
+}
+
+}  // namespace trainc::ir

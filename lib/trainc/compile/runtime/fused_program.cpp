@@ -1,0 +1,163 @@
+#include "trainc/compile/runtime/fused_program.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "trainc/common/error.h"
+#include "trainc/compile/runtime/aten_executor.h"
+
+namespace trainc {
+
+FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, const codegen::RenderedProgram& rendered,
+                           std::shared_ptr<KernelLibrary> library)
+    : graph_(std::move(graph)), schedule_(std::move(schedule)), plan_(std::move(plan)), library_(std::move(library)) {
+  for (const codegen::RenderedKernel& kernel : rendered.kernels) {
+    functions_.push_back(reinterpret_cast<KernelFunction>(library_->symbol(kernel.symbol)));
+    arguments_.push_back(kernel.arguments);
+    reads_.push_back(kernel.reads);
+  }
+  // Release each value after the last step that reads it (through views too); outputs stay.
+  const auto n = static_cast<std::size_t>(graph_.size());
+  std::vector<int> last(n, -1);
+  std::vector<std::set<ir::ValueId>> reads_through(n);  // a lazy value's tensor reads these
+  const auto mark = [&](ir::ValueId v, int step) {
+    last[static_cast<std::size_t>(v)] = std::max(last[static_cast<std::size_t>(v)], step);
+    for (ir::ValueId r : reads_through[static_cast<std::size_t>(v)]) last[static_cast<std::size_t>(r)] = std::max(last[static_cast<std::size_t>(r)], step);
+  };
+  for (ir::ValueId id = 0; id < graph_.size(); ++id) {
+    if (!is_lazy(graph_, schedule_, id)) continue;
+    for (ir::ValueId in : graph_.node(id).inputs) {
+      reads_through[static_cast<std::size_t>(id)].insert(in);
+      reads_through[static_cast<std::size_t>(id)].insert(reads_through[static_cast<std::size_t>(in)].begin(),
+                                                        reads_through[static_cast<std::size_t>(in)].end());
+    }
+  }
+  for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
+    const ScheduleStep& step = schedule_.steps[s];
+    if (step.kind == ScheduleStep::Kind::aten) {
+      for (ir::ValueId in : graph_.node(step.index).inputs) mark(in, static_cast<int>(s));
+    } else {
+      const auto& args = arguments_[static_cast<std::size_t>(step.index)];
+      for (int a = 0; a < reads_[static_cast<std::size_t>(step.index)]; ++a) mark(args[static_cast<std::size_t>(a)], static_cast<int>(s));
+    }
+  }
+  for (ir::ValueId output : graph_.outputs()) mark(output, static_cast<int>(schedule_.steps.size()));
+  if (const char* profile = std::getenv("TRAINC_PROFILE_KERNELS"); profile != nullptr && std::string(profile) == "1") {
+    step_seconds_.assign(schedule_.steps.size(), 0.0);
+    for (const ScheduleStep& step : schedule_.steps) {
+      if (step.kind == ScheduleStep::Kind::aten) {
+        step_labels_.push_back(std::string("aten ") + ir::op_name(graph_.node(step.index).op) + " -> " + graph_.type(step.index).str());
+      } else {
+        const codegen::RenderedKernel& kernel = rendered.kernels[static_cast<std::size_t>(step.index)];
+        const std::size_t begin = kernel.source.find("// kernel");
+        int fresh = 0;
+        for (std::size_t a = static_cast<std::size_t>(kernel.reads); a < kernel.arguments.size(); ++a) {
+          fresh += plan_.slot_of[static_cast<std::size_t>(kernel.arguments[a])] < 0 ? 1 : 0;
+        }
+        step_labels_.push_back(kernel.source.substr(begin + 3, kernel.source.find('\n', begin) - begin - 3) + " [stores " +
+                               std::to_string(kernel.arguments.size() - static_cast<std::size_t>(kernel.reads)) + ", " +
+                               std::to_string(fresh) + " outside the arena]");
+      }
+    }
+  }
+  release_.resize(schedule_.steps.size());
+  for (ir::ValueId id = 0; id < graph_.size(); ++id) {
+    const int step = last[static_cast<std::size_t>(id)];
+    if (step >= 0 && step < static_cast<int>(release_.size())) release_[static_cast<std::size_t>(step)].push_back(id);
+  }
+}
+
+FusedProgram::~FusedProgram() {
+  if (step_seconds_.empty()) return;
+  std::vector<std::size_t> order(step_seconds_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return step_seconds_[a] > step_seconds_[b]; });
+  double total = 0.0;
+  for (double s : step_seconds_) total += s;
+  std::map<std::string, double> by_kind;  // "kernels", "aten matmul", ...
+  for (std::size_t i = 0; i < step_labels_.size(); ++i) {
+    const std::string& label = step_labels_[i];
+    by_kind[label.rfind("aten ", 0) == 0 ? label.substr(0, label.find(" ->")) : "generated kernels"] += step_seconds_[i];
+  }
+  std::fprintf(stderr, "profile: %zu steps, %.3f s in all;", order.size(), total);
+  for (const auto& [kind, seconds] : by_kind) std::fprintf(stderr, " %s %.3f s,", kind.c_str(), seconds);
+  std::fprintf(stderr, "\n");
+  for (std::size_t i = 0; i < std::min<std::size_t>(order.size(), 25); ++i) {
+    std::fprintf(stderr, "  %8.3f s  %5.1f%%  %s\n", step_seconds_[order[i]], 100.0 * step_seconds_[order[i]] / total,
+                 step_labels_[order[i]].c_str());
+  }
+}
+
+const at::Tensor& FusedProgram::value(std::vector<at::Tensor>& values, ir::ValueId id) const {
+  at::Tensor& slot = values[static_cast<std::size_t>(id)];
+  if (slot.defined()) return slot;
+  const ir::Node& node = graph_.node(id);
+  TRAINC_CHECK(is_lazy(graph_, schedule_, id) && node.op != ir::Op::input, std::string("value %") + std::to_string(id) + " read before it is computed");
+  std::vector<at::Tensor> inputs;
+  for (ir::ValueId in : node.inputs) inputs.push_back(value(values, in));
+  slot = ir::execute_node(node, inputs, at::kCPU);
+  return slot;
+}
+
+std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs) {
+  std::vector<at::Tensor> values(static_cast<std::size_t>(graph_.size()));
+  std::size_t next_input = 0;
+  for (ir::ValueId id = 0; id < graph_.size(); ++id) {
+    if (graph_.node(id).op != ir::Op::input) continue;
+    TRAINC_CHECK(next_input < inputs.size(), "fewer tensors than program inputs");
+    TRAINC_CHECK(inputs[next_input].device().is_cpu(), "generated CPU kernels given a tensor on " + inputs[next_input].device().str());
+    values[static_cast<std::size_t>(id)] = inputs[next_input++];
+  }
+  TRAINC_CHECK(next_input == inputs.size(), "more tensors than program inputs");
+  if (arena_.empty()) {
+    for (int64_t bytes : plan_.slot_bytes) arena_.push_back(at::empty({bytes}, at::TensorOptions().dtype(at::kByte)));
+  }
+
+  std::vector<at::Tensor> held;  // contiguous copies made for one kernel call
+  std::vector<void*> pointers;
+  for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
+    const ScheduleStep& step = schedule_.steps[s];
+    const auto start = std::chrono::steady_clock::now();
+    if (step.kind == ScheduleStep::Kind::aten) {
+      const ir::Node& node = graph_.node(step.index);
+      std::vector<at::Tensor> args;
+      for (ir::ValueId in : node.inputs) args.push_back(value(values, in));
+      values[static_cast<std::size_t>(step.index)] = ir::execute_node(node, args, at::kCPU);
+    } else {
+      const auto k = static_cast<std::size_t>(step.index);
+      const std::vector<ir::ValueId>& args = arguments_[k];
+      held.clear();
+      pointers.clear();
+      for (std::size_t a = 0; a < args.size(); ++a) {
+        const ir::ValueId id = args[a];
+        const ir::TensorType& type = graph_.type(id);
+        if (static_cast<int>(a) < reads_[k]) {
+          // Kernels read their bases as contiguous memory (the strides in the source assume it).
+          const at::Tensor& tensor = value(values, id);
+          TRAINC_CHECK(tensor.scalar_type() == ir::to_scalar_type(type.dtype), "kernel argument of the wrong dtype");
+          held.push_back(tensor.is_contiguous() ? tensor : tensor.contiguous());
+        } else {
+          const int slot = plan_.slot_of[static_cast<std::size_t>(id)];
+          const auto options = at::TensorOptions().dtype(ir::to_scalar_type(type.dtype));
+          at::Tensor out = slot >= 0 ? at::from_blob(arena_[static_cast<std::size_t>(slot)].data_ptr(), type.shape, options)
+                                     : at::empty(type.shape, options);
+          values[static_cast<std::size_t>(id)] = out;
+          held.push_back(out);
+        }
+        pointers.push_back(held.back().data_ptr());
+      }
+      functions_[k](pointers.data());
+    }
+    if (!step_seconds_.empty()) step_seconds_[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (ir::ValueId id : release_[s]) values[static_cast<std::size_t>(id)].reset();
+  }
+  std::vector<at::Tensor> outputs;
+  for (ir::ValueId output : graph_.outputs()) outputs.push_back(value(values, output));
+  return outputs;
+}
+
+}  // namespace trainc

@@ -1,0 +1,252 @@
+#include "trainc/compile/runtime/kernel_cache.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "trainc/common/error.h"
+
+namespace trainc {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+struct CommandResult {
+  int status = 0;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {127, "cannot start: " + command};
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return result;
+}
+
+// What the compiler says it is, once per process: part of every cache key.
+std::string compiler_identity(const std::string& compiler) {
+  static std::mutex mutex;
+  static std::string cached_for, identity;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (cached_for != compiler || identity.empty()) {
+    const CommandResult version = run_command(quote(compiler) + " --version");
+    if (version.status != 0) {
+      throw UserError("inductor: cannot run the C++ compiler '" + compiler + "' (exit " + std::to_string(version.status) + "): " +
+                          version.output + "; install g++ or set CXX to a C++17 compiler",
+                      kExitFailure);
+    }
+    identity = compiler + ": " + version.output.substr(0, version.output.find('\n'));
+    cached_for = compiler;
+  }
+  return identity;
+}
+
+// The CPU the kernels are compiled for (-march=native): its model and feature flags.
+std::string cpu_identity() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model, flags;
+  while (std::getline(cpuinfo, line) && (model.empty() || flags.empty())) {
+    if (model.empty() && line.rfind("model name", 0) == 0) model = line;
+    if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
+  }
+  return model + "\n" + flags;
+}
+
+std::string hex64(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string key_of(const LibrarySource& source, const CompilerSettings& settings) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  const auto add = [&](const std::string& text) { XXH3_64bits_update(state, text.data(), text.size() + 1); };
+  add("trainc " TRAINC_VERSION);
+  add(compiler_identity(settings.compiler));
+  for (const std::string& flag : settings.flags) add(flag);
+  add(cpu_identity());
+  add(source.prelude);
+  for (const std::string& kernel : source.kernels) add(kernel);
+  const uint64_t hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hex64(hash);
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw UserError("inductor: cannot write " + path.string() + " (is the kernel cache directory writable? set TRAINC_CACHE_DIR)", kExitFailure);
+}
+
+std::shared_ptr<KernelLibrary> load(const fs::path& path) {
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) return nullptr;
+  return std::make_shared<KernelLibrary>(handle, path.string());
+}
+
+// Runs `commands` on up to `jobs` threads; the failures, in order.
+std::vector<std::pair<std::size_t, CommandResult>> run_parallel(const std::vector<std::string>& commands, int jobs) {
+  std::atomic<std::size_t> next{0};
+  std::mutex mutex;
+  std::vector<std::pair<std::size_t, CommandResult>> failures;
+  const auto worker = [&] {
+    for (std::size_t i = next++; i < commands.size(); i = next++) {
+      CommandResult result = run_command(commands[i]);
+      if (result.status != 0) {
+        std::lock_guard<std::mutex> lock(mutex);
+        failures.emplace_back(i, std::move(result));
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < std::min<int>(jobs, static_cast<int>(commands.size())); ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread& thread : threads) thread.join();
+  std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return failures;
+}
+
+}  // namespace
+
+CompilerSettings compiler_settings_from_environment() {
+  CompilerSettings settings;
+  if (const char* cxx = std::getenv("CXX"); cxx != nullptr && *cxx != '\0') settings.compiler = cxx;
+  settings.flags = {"-std=c++17", "-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fPIC", "-w"};
+  if (const char* dir = std::getenv("TRAINC_CACHE_DIR"); dir != nullptr && *dir != '\0') {
+    settings.cache_dir = dir;
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    settings.cache_dir = std::string(xdg) + "/trainc";
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    settings.cache_dir = std::string(home) + "/.cache/trainc";
+  } else {
+    settings.cache_dir = "/tmp/trainc-cache-" + std::to_string(::getuid());
+  }
+  settings.jobs = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return settings;
+}
+
+KernelLibrary::~KernelLibrary() {
+  if (handle_ != nullptr) ::dlclose(handle_);
+}
+
+void* KernelLibrary::symbol(const std::string& name) const {
+  void* address = ::dlsym(handle_, name.c_str());
+  TRAINC_CHECK(address != nullptr, "kernel " + name + " missing from " + path_);
+  return address;
+}
+
+std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource>& sources, const CompilerSettings& settings) {
+  const fs::path dir = fs::path(settings.cache_dir) / "cpu-kernels";
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error || !fs::is_directory(dir)) {
+    throw UserError("TRAINC_CACHE_DIR: cannot create the kernel cache directory " + dir.string() + " (" + error.message() +
+                    "); expected a writable directory");
+  }
+
+  std::vector<LibraryBuild> builds(sources.size());
+  struct Pending {
+    std::size_t index;
+    fs::path work;                // this process's private build folder
+    std::vector<fs::path> units;  // translation units
+  };
+  std::vector<Pending> pending;
+  static std::atomic<int> counter{0};
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    builds[i].key = key_of(sources[i], settings);
+    if (auto library = load(dir / (builds[i].key + ".so"))) {
+      builds[i].library = library;
+      builds[i].cache_hit = true;
+      continue;
+    }
+    Pending job{i, dir / ("build-" + builds[i].key + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)), {}};
+    fs::create_directories(job.work);
+    // Spread the kernels over `jobs` translation units of about equal length.
+    const std::vector<std::string>& kernels = sources[i].kernels;
+    const std::size_t units = std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(settings.jobs), kernels.size()));
+    std::vector<std::string> texts(units, sources[i].prelude);
+    std::vector<std::size_t> lengths(units, 0);
+    for (const std::string& kernel : kernels) {
+      const std::size_t shortest = static_cast<std::size_t>(std::min_element(lengths.begin(), lengths.end()) - lengths.begin());
+      texts[shortest] += kernel;
+      lengths[shortest] += kernel.size();
+    }
+    for (std::size_t u = 0; u < units; ++u) {
+      job.units.push_back(job.work / ("unit" + std::to_string(u) + ".cpp"));
+      write_file(job.units.back(), texts[u]);
+    }
+    std::string whole = sources[i].prelude;
+    for (const std::string& kernel : kernels) whole += kernel;
+    write_file(job.work / "kernels.cpp", whole);
+    pending.push_back(std::move(job));
+  }
+  if (pending.empty()) return builds;
+
+  std::string flags;
+  for (const std::string& flag : settings.flags) flags += " " + flag;
+  const auto fail = [&](const Pending& job, const CommandResult& result) {
+    throw UserError("inductor: the C++ compiler failed on generated kernels (exit " + std::to_string(result.status) +
+                        "); the generated source is in " + job.work.string() + "\ncompiler log:\n" + result.output,
+                    kExitFailure);
+  };
+  std::vector<std::string> compiles;
+  std::vector<const Pending*> owner;
+  for (const Pending& job : pending) {
+    for (const fs::path& unit : job.units) {
+      compiles.push_back(quote(settings.compiler) + flags + " -c " + quote(unit.string()) + " -o " + quote(unit.string() + ".o"));
+      owner.push_back(&job);
+    }
+  }
+  if (const auto failures = run_parallel(compiles, settings.jobs); !failures.empty()) fail(*owner[failures[0].first], failures[0].second);
+  std::vector<std::string> links;
+  for (const Pending& job : pending) {
+    std::string objects;
+    for (const fs::path& unit : job.units) objects += " " + quote(unit.string() + ".o");
+    links.push_back(quote(settings.compiler) + flags + " -shared" + objects + " -o " + quote((job.work / "kernels.so").string()) + " -lmvec");
+  }
+  if (const auto failures = run_parallel(links, settings.jobs); !failures.empty()) fail(pending[failures[0].first], failures[0].second);
+
+  for (const Pending& job : pending) {
+    LibraryBuild& build = builds[job.index];
+    const fs::path target = dir / (build.key + ".so");
+    // Publish the source next to the library, then the library itself: each rename is atomic, so
+    // a concurrent run sees either no file or a complete one.
+    fs::rename(job.work / "kernels.cpp", dir / (build.key + ".cpp"), error);
+    fs::rename(job.work / "kernels.so", target, error);
+    if (error) throw UserError("inductor: cannot move a compiled library into " + dir.string() + ": " + error.message(), kExitFailure);
+    build.library = load(target);
+    TRAINC_CHECK(build.library != nullptr, std::string("cannot load ") + target.string() + ": " + ::dlerror());
+    fs::remove_all(job.work, error);
+  }
+  return builds;
+}
+
+}  // namespace trainc

@@ -1,0 +1,56 @@
+// defines: CompilerSettings, compiler_settings_from_environment, KernelLibrary, LibrarySource,
+//          LibraryBuild, build_kernel_libraries
+//
+// Generated C++ becomes shared libraries here. Each library is keyed by a content hash of its
+// source, the compiler and its version, the flags, the CPU it targets and trainc's version; a
+// library already in the cache directory is loaded without compiling. A library's kernels are
+// split into several translation units compiled in parallel, then linked. Runs that share a cache
+// (parallel batch jobs) each build in a private folder and publish with an atomic rename, so a
+// reader never sees a half-written file. A compiler failure is an error that shows the compiler's
+// log and where the generated source was left.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trainc {
+
+struct CompilerSettings {
+  std::string compiler = "c++";    // $CXX when set
+  std::vector<std::string> flags;  // -O3 -march=native -fopenmp ...
+  std::string cache_dir;           // $TRAINC_CACHE_DIR, else ~/.cache/trainc
+  int jobs = 1;                    // parallel compiler processes
+};
+
+CompilerSettings compiler_settings_from_environment();
+
+class KernelLibrary {
+ public:
+  KernelLibrary(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+  ~KernelLibrary();
+  KernelLibrary(const KernelLibrary&) = delete;
+  KernelLibrary& operator=(const KernelLibrary&) = delete;
+
+  void* symbol(const std::string& name) const;  // an internal error when missing
+  const std::string& path() const { return path_; }
+
+ private:
+  void* handle_;
+  std::string path_;
+};
+
+struct LibrarySource {
+  std::string prelude;               // shared by every translation unit
+  std::vector<std::string> kernels;  // function definitions; any subset compiles with the prelude
+};
+
+struct LibraryBuild {
+  std::shared_ptr<KernelLibrary> library;
+  std::string key;         // the content hash naming it in the cache
+  bool cache_hit = false;  // loaded from the cache: nothing was compiled
+};
+
+std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource>& sources, const CompilerSettings& settings);
+
+}  // namespace trainc
