@@ -140,10 +140,13 @@ TEST_CASE("a graph break names the op and module and runs eagerly; fullgraph sto
 TEST_CASE("backends that cannot run are refused before anything is written", "[e2e][compile]") {
   ScratchDir dir;
   const std::string base = "--config " + gpt_config(dir) + " --output-dir " + dir.file("out") + " ";
-  CommandResult result = run_trainc(base + "--torch-compile true");
+  CommandResult result = run_trainc(base + "--torch-compile-backend cudagraphs");
   CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Contains("no torch_compile_backend is set and trainc selects inductor for cpu"));
+  CHECK_THAT(result.err, Contains("whole-step CUDA graph capture"));
   CHECK_THAT(result.err, Contains("torch_compile_backend: aot_eager"));
+  result = run_trainc(base + "--torch-compile-backend inductor --torch-compile-mode max-autotune");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("benchmarks candidate kernels"));
   result = run_trainc(base + "--torch-compile-backend ipex");
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains("Intel Extension for PyTorch"));
@@ -184,8 +187,8 @@ TEST_CASE("trainc explain prints the plan and --dump-dir writes every stage", "[
   CHECK_THAT(read_text(dir.file("dump") + "/compile-1-backward.txt"), Contains("embedding_grad"));
   CHECK_FALSE(fs::exists(dir.file("out")));
   // With no usable backend, explain still shows the plan, then says why and exits 2.
-  const CommandResult unavailable = run_trainc("explain --config " + gpt_config(dir) + " --torch-compile true");
+  const CommandResult unavailable = run_trainc("explain --config " + gpt_config(dir) + " --torch-compile-backend cudagraphs");
   CHECK(unavailable.exit_code == 2);
-  CHECK_THAT(unavailable.out, Contains("backend      unavailable: no torch_compile_backend is set"));
+  CHECK_THAT(unavailable.out, Contains("backend      unavailable: torch_compile_backend: cudagraphs"));
   CHECK_THAT(unavailable.out, Contains("graph breaks none"));
 }

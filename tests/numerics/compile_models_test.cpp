@@ -1,4 +1,4 @@
-// Every zoo model under the aot_eager backend against eager: the loss, every parameter gradient
+// Every zoo model under the aot_eager and inductor backends against eager: the loss, every parameter gradient
 // and the updated buffers of one step (dropout on, same generator seed), fresh random weights and
 // batches each run. Float32 1e-5 relative to the largest magnitude (1e-4 for models with
 // normalization, whose decomposed sums add in another order); bf16 autocast 2e-2. Also the
@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "trainc/compat/torch_compat.h"
+#include "support/kernel_cache.h"
 #include "support/numerics.h"
 #include "trainc/compile/planner.h"
 #include "trainc/models/model.h"
@@ -64,7 +65,7 @@ LossFunction loss_of(Model& model, bool bf16) {
   };
 }
 
-void check_model(const ZooCase& c, bool bf16, double tolerance) {
+void check_model(const ZooCase& c, bool bf16, double tolerance, const std::string& backend = "aot_eager") {
   const uint64_t seed = static_cast<uint64_t>(torch::randint(0, 1 << 30, {1}).item<int64_t>());
   const auto [inputs, targets] = c.batch();
   torch::manual_seed(seed);
@@ -79,7 +80,10 @@ void check_model(const ZooCase& c, bool bf16, double tolerance) {
   eager_loss.backward();
 
   std::vector<CompileEvent> events;
-  StepCompiler compiler(*compiled, loss_of(*compiled, bf16), {}, [&](const CompileEvent& e) { events.push_back(e); },
+  CompileOptions options;
+  options.backend = backend;
+  options.compiler = test::test_compiler_settings();
+  StepCompiler compiler(*compiled, loss_of(*compiled, bf16), options, [&](const CompileEvent& e) { events.push_back(e); },
                         [](const std::string& warning) { FAIL(warning); });
   torch::manual_seed(seed + 1);
   const torch::Tensor loss = compiler.run(inputs, targets, 1.0);
@@ -108,6 +112,13 @@ TEST_CASE("every zoo model under aot_eager: loss, gradients and buffers match ea
   for (const ZooCase& c : zoo()) {
     SECTION(c.name + " float32") { check_model(c, false, c.tolerance); }
     SECTION(c.name + " bf16 autocast") { check_model(c, true, 2e-2); }
+  }
+}
+
+TEST_CASE("every zoo model under inductor: loss, gradients and buffers match eager", "[numerics][inductor]") {
+  for (const ZooCase& c : zoo()) {
+    SECTION(c.name + " float32") { check_model(c, false, c.tolerance, "inductor"); }
+    SECTION(c.name + " bf16 autocast") { check_model(c, true, 2e-2, "inductor"); }
   }
 }
 

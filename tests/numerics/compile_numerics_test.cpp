@@ -14,6 +14,8 @@
 
 #include "trainc/compat/torch_compat.h"
 #include "support/numerics.h"
+#include "support/kernel_cache.h"
+#include "trainc/compile/backends/inductor.h"
 #include "trainc/compile/planner.h"
 
 using namespace trainc;
@@ -165,7 +167,8 @@ std::vector<OpRow> rows() {
 }
 
 // Runs one row both ways and checks the loss, every gradient and every updated buffer.
-void check_row(const OpRow& row, at::ScalarType dtype, double tolerance) {
+// `inductor`: the step runs as generated kernels instead of op by op through ATen.
+void check_row(const OpRow& row, at::ScalarType dtype, double tolerance, bool inductor = false) {
   std::vector<at::Tensor> inputs = row.inputs(dtype);
   const at::Tensor probe = row.fn(inputs);
   const at::Tensor weights = torch::randn(probe.sizes(), probe.options());
@@ -205,9 +208,15 @@ void check_row(const OpRow& row, at::ScalarType dtype, double tolerance) {
   INFO(ir::to_text(imported.graph));
   const JointGraph joint = differentiate(imported.graph, requires_grad);
   INFO(ir::to_text(joint.graph));
-  CompiledStep step(partition(joint), imported.updated_buffers, joint.gradient_inputs);
+  std::shared_ptr<CompiledStep> step;
+  if (inductor) {
+    InductorReport report;
+    step = compile_inductor_step(partition(joint), imported.updated_buffers, joint.gradient_inputs, test::test_compiler_settings(), "", report);
+  } else {
+    step = std::make_shared<CompiledStep>(partition(joint), imported.updated_buffers, joint.gradient_inputs);
+  }
   torch::manual_seed(11);
-  const at::Tensor loss = step.run(compiled, 1.0);
+  const at::Tensor loss = step->run(compiled, 1.0);
 
   CHECK(relative_error(loss, eager_loss.detach()) <= tolerance);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -249,6 +258,17 @@ TEST_CASE("every op of the import table: loss and gradients match eager, float64
   }
 }
 
+TEST_CASE("every op of the import table under inductor: loss and gradients match eager, float64 and float32", "[numerics][inductor]") {
+  for (const OpRow& row : rows()) {
+    SECTION(row.name) {
+      INFO(row.name << " in float64");
+      check_row(row, torch::kDouble, 1e-10, true);
+      INFO(row.name << " in float32");
+      check_row(row, torch::kFloat, std::max(row.float32_tolerance, 1e-5), true);
+    }
+  }
+}
+
 TEST_CASE("bf16 autocast: the casts it inserts import, and a linear layer matches eager within 2e-2", "[numerics][compile]") {
   const OpRow row{"autocast linear + gelu", {}, [](at::ScalarType d) {
                     return std::vector<at::Tensor>{rn({4, 6}, d), rn({5, 6}, d), rn({5}, d)};
@@ -262,4 +282,5 @@ TEST_CASE("bf16 autocast: the casts it inserts import, and a linear layer matche
                     return y.to(torch::kFloat);
                   }};
   check_row(row, torch::kFloat, 2e-2);
+  check_row(row, torch::kFloat, 2e-2, true);
 }

@@ -261,6 +261,7 @@ void Trainer::setup() {
     if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > at::get_num_threads()) at::set_num_threads(CPU_COUNT(&cpus));
   }
   if (args_.torch_compile) backend_ = select_backend(args_, device_.is_cuda() ? "cuda" : "cpu");
+  if (backend_ && backend_->backend == "inductor") kernel_cache_directory(compiler_settings_from_environment());
   const char* world_size = std::getenv("WORLD_SIZE");
   if (world_size != nullptr && std::string(world_size) != "1") {
     throw UserError("WORLD_SIZE=" + std::string(world_size) + ": distributed training is not available in this build of trainc; run one process");

@@ -77,6 +77,25 @@ std::string describe_fused_program(const ir::Graph& program) {
   return text.str();
 }
 
+std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, const CompilerSettings& settings, InductorReport& report) {
+  ProgramBuild build = plan_program(program);
+  report.kernels += static_cast<int>(build.schedule.kernels.size());
+  report.fused_nodes += build.schedule.fused_nodes();
+  report.aten_calls += static_cast<int>(build.schedule.steps.size() - build.schedule.kernels.size());
+  report.arena_bytes += build.plan.arena_bytes();
+  report.planned_bytes += build.plan.planned_bytes;
+  std::shared_ptr<KernelLibrary> library;
+  if (!build.rendered.kernels.empty()) {
+    LibrarySource source{build.rendered.prelude, {}};
+    for (const codegen::RenderedKernel& kernel : build.rendered.kernels) source.kernels.push_back(kernel.source);
+    const LibraryBuild built = build_kernel_libraries({source}, settings).front();
+    ++(built.cache_hit ? report.libraries_cached : report.libraries_compiled);
+    library = built.library;
+  }
+  return std::make_shared<FusedProgram>(std::move(build.graph), std::move(build.schedule), std::move(build.plan), build.rendered,
+                                        std::move(library));
+}
+
 std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
                                                     const CompilerSettings& settings, const std::string& dump_prefix, InductorReport& report) {
   ProgramBuild forward = plan_program(programs.forward);

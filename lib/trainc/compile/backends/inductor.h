@@ -1,4 +1,4 @@
-// defines: InductorReport, compile_inductor_step, describe_fused_program
+// defines: InductorReport, compile_inductor_step, build_fused_program, describe_fused_program
 //
 // The inductor backend on the CPU, end to end for one compiled step: each program (forward and
 // backward) is rewritten (passes/slice_grads_to_concat, passes/sink_pointwise), scheduled into
@@ -14,6 +14,7 @@
 
 #include "trainc/compile/partition/partition.h"
 #include "trainc/compile/runtime/compiled_step.h"
+#include "trainc/compile/runtime/fused_program.h"
 #include "trainc/compile/runtime/kernel_cache.h"
 
 namespace trainc {
@@ -33,6 +34,9 @@ struct InductorReport {
 // <dump_prefix>-backward.cpp.
 std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
                                                     const CompilerSettings& settings, const std::string& dump_prefix, InductorReport& report);
+
+// One program through the whole pipeline (what compile_inductor_step does for each of its two).
+std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, const CompilerSettings& settings, InductorReport& report);
 
 // For `trainc explain`: "12 generated kernels computing 140 nodes (7 with reductions), 9 ATen
 // calls (matmul 6, ...); memory plan: 3.1 MB arena for 9.4 MB of intermediates"

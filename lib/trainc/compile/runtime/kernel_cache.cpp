@@ -163,14 +163,20 @@ void* KernelLibrary::symbol(const std::string& name) const {
   return address;
 }
 
-std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource>& sources, const CompilerSettings& settings) {
+std::string kernel_cache_directory(const CompilerSettings& settings) {
   const fs::path dir = fs::path(settings.cache_dir) / "cpu-kernels";
   std::error_code error;
   fs::create_directories(dir, error);
-  if (error || !fs::is_directory(dir)) {
-    throw UserError("TRAINC_CACHE_DIR: cannot create the kernel cache directory " + dir.string() + " (" + error.message() +
-                    "); expected a writable directory");
+  if (error || !fs::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0) {
+    throw UserError("TRAINC_CACHE_DIR: cannot create the kernel cache directory " + dir.string() + " (" +
+                    (error ? error.message() : "not writable") + "); expected a writable directory");
   }
+  return dir.string();
+}
+
+std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource>& sources, const CompilerSettings& settings) {
+  const fs::path dir = kernel_cache_directory(settings);
+  std::error_code error;
 
   std::vector<LibraryBuild> builds(sources.size());
   struct Pending {

@@ -1,5 +1,5 @@
-// defines: CompilerSettings, compiler_settings_from_environment, KernelLibrary, LibrarySource,
-//          LibraryBuild, build_kernel_libraries
+// defines: CompilerSettings, compiler_settings_from_environment, kernel_cache_directory,
+//          KernelLibrary, LibrarySource, LibraryBuild, build_kernel_libraries
 //
 // Generated C++ becomes shared libraries here. Each library is keyed by a content hash of its
 // source, the compiler and its version, the flags, the CPU it targets and trainc's version; a
@@ -24,6 +24,10 @@ struct CompilerSettings {
 };
 
 CompilerSettings compiler_settings_from_environment();
+
+// The cache's folder for CPU kernel libraries, created if missing; a UserError (exit 2) naming
+// TRAINC_CACHE_DIR when it cannot be.
+std::string kernel_cache_directory(const CompilerSettings& settings);
 
 class KernelLibrary {
  public:

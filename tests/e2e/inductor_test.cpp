@@ -1,0 +1,163 @@
+// The inductor backend on the CPU through the real binary: a gpt run tracks eager's loss curve, a
+// second run of the same config loads every kernel library from the cache and compiles nothing,
+// two runs sharing a cache at once both succeed and leave it whole, a compiler failure shows the
+// compiler's log and where the source is, a cache directory that cannot be made is a usage error,
+// and explain / --dump-dir show the fused programs and the generated C++.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "support/command.h"
+#include "support/metrics.h"
+
+using namespace trainc::test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string gpt_config(const ScratchDir& dir) {
+  return dir.write("gpt.yaml",
+                   "model: {name: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16, vocab_size: 64, dropout: 0.1}\n"
+                   "data: {kind: synthetic, num_samples: 40}\nper_device_train_batch_size: 8\neval_strategy: no\n"
+                   "save_strategy: no\nmax_steps: 8\nlogging_steps: 1\nlearning_rate: 3e-3\n");
+}
+
+// trainc with the kernel cache in `cache` (and `environment`, e.g. "CXX=...").
+CommandResult run_with_cache(const std::string& cache, const std::string& arguments, const std::string& environment = "") {
+  return run_command("TRAINC_CACHE_DIR='" + cache + "' " + environment + " " + TRAINC_BINARY + " " + arguments);
+}
+
+std::vector<double> losses(const std::vector<nlohmann::json>& events) {
+  std::vector<double> values;
+  for (const auto& event : events) {
+    if (event.contains("loss")) values.push_back(event["loss"].get<double>());
+  }
+  return values;
+}
+
+std::vector<nlohmann::json> compiles(const std::vector<nlohmann::json>& events) {
+  std::vector<nlohmann::json> found;
+  for (const auto& event : events) {
+    if (event.contains("compile_outcome")) found.push_back(event);
+  }
+  return found;
+}
+
+std::vector<std::string> leftovers(const std::string& cache) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(cache + "/cpu-kernels")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("build-", 0) == 0) names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("inductor trains gpt with eager's loss curve; a second run compiles nothing", "[e2e][inductor]") {
+  ScratchDir dir;
+  const std::string config = gpt_config(dir);
+  const std::string cache = dir.file("cache");
+  const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager"));
+  REQUIRE(eager.exit_code == 0);
+  const CommandResult first = run_with_cache(cache, "--config " + config + " --output-dir " + dir.file("first") + " --torch-compile-backend inductor");
+  INFO(first.out << first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK_THAT(first.out, Contains("backend inductor, mode default (configured)"));
+  CHECK_THAT(first.out, Contains("libraries compiled"));
+  const std::vector<double> expected = losses(read_metrics(dir.file("eager")));
+  const auto first_events = read_metrics(dir.file("first"));
+  const std::vector<double> got = losses(first_events);
+  REQUIRE(got.size() == 8);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-4));
+  // The first step compiles, and so does the epoch's last, smaller batch: two libraries each.
+  const auto first_compiles = compiles(first_events);
+  REQUIRE(first_compiles.size() == 2);
+  for (const auto& compile : first_compiles) {
+    CHECK(compile["kernel_libraries_compiled"] == 2);
+    CHECK(compile["kernel_libraries_cached"] == 0);
+  }
+
+  const CommandResult second = run_with_cache(cache, "--config " + config + " --output-dir " + dir.file("second") + " --torch-compile-backend inductor");
+  REQUIRE(second.exit_code == 0);
+  const auto second_events = read_metrics(dir.file("second"));
+  const auto second_compiles = compiles(second_events);
+  REQUIRE(second_compiles.size() == 2);
+  for (const auto& compile : second_compiles) {
+    CHECK(compile["kernel_libraries_compiled"] == 0);
+    CHECK(compile["kernel_libraries_cached"] == 2);
+  }
+  CHECK(losses(second_events) == got);
+  CHECK(leftovers(cache).empty());
+}
+
+TEST_CASE("with no backend set, trainc compiles with inductor on the CPU", "[e2e][inductor]") {
+  ScratchDir dir;
+  const CommandResult result =
+      run_with_cache(dir.file("cache"), "--config " + gpt_config(dir) + " --output-dir " + dir.file("out") + " --torch-compile true --max-steps 2");
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("backend inductor, mode default (selected for the hardware)"));
+}
+
+TEST_CASE("two runs sharing a kernel cache at once both succeed and leave it whole", "[e2e][inductor]") {
+  ScratchDir dir;
+  const std::string config = gpt_config(dir);
+  const std::string cache = dir.file("cache");
+  const auto command = [&](const std::string& name) {
+    return "TRAINC_CACHE_DIR='" + cache + "' " + TRAINC_BINARY + " --config " + config + " --output-dir " + dir.file(name) +
+           " --torch-compile-backend inductor --max-steps 2 > " + dir.file(name + ".log") + " 2>&1; echo $? > " + dir.file(name + ".rc");
+  };
+  const CommandResult both = run_command("(" + command("a") + ") & (" + command("b") + ") & wait");
+  REQUIRE(both.exit_code == 0);
+  INFO(read_text(dir.file("a.log")) << read_text(dir.file("b.log")));
+  CHECK(read_text(dir.file("a.rc")) == "0\n");
+  CHECK(read_text(dir.file("b.rc")) == "0\n");
+  CHECK(leftovers(cache).empty());
+  // Whatever each run published is complete: a third run loads it all.
+  const CommandResult third = run_with_cache(cache, "--config " + config + " --output-dir " + dir.file("c") + " --torch-compile-backend inductor --max-steps 2");
+  REQUIRE(third.exit_code == 0);
+  const auto third_compiles = compiles(read_metrics(dir.file("c")));
+  REQUIRE(third_compiles.size() == 1);
+  CHECK(third_compiles[0]["kernel_libraries_compiled"] == 0);
+}
+
+TEST_CASE("a compiler failure shows the compiler's log and the generated source; a bad cache dir is a usage error", "[e2e][inductor]") {
+  ScratchDir dir;
+  const std::string compiler = dir.write("broken-c++",
+                                         "#!/bin/sh\n"
+                                         "if [ \"$1\" = --version ]; then echo 'broken-c++ 1.0'; exit 0; fi\n"
+                                         "echo 'unit0.cpp:3:1: error: the compiler refuses' >&2\nexit 1\n");
+  REQUIRE(run_command("chmod +x " + compiler).exit_code == 0);
+  const std::string base = "--config " + gpt_config(dir) + " --output-dir " + dir.file("out") + " --torch-compile-backend inductor --max-steps 2";
+  const CommandResult failed = run_with_cache(dir.file("cache"), base, "CXX=" + compiler);
+  INFO(failed.out << failed.err);
+  CHECK(failed.exit_code == 1);
+  CHECK_THAT(failed.err, Contains("the C++ compiler failed on generated kernels"));
+  CHECK_THAT(failed.err, Contains("the compiler refuses"));
+  CHECK_THAT(failed.err, Contains("the generated source is in " + dir.file("cache") + "/cpu-kernels/build-"));
+
+  const std::string other = "--config " + gpt_config(dir) + " --output-dir " + dir.file("other") + " --torch-compile-backend inductor";
+  const CommandResult unwritable = run_with_cache("/proc/trainc-cache", other);
+  CHECK(unwritable.exit_code == 2);
+  CHECK_FALSE(fs::exists(dir.file("other")));  // refused before anything is written
+  CHECK_THAT(unwritable.err, Contains("TRAINC_CACHE_DIR: cannot create the kernel cache directory /proc/trainc-cache/cpu-kernels"));
+}
+
+TEST_CASE("explain shows inductor's fused programs; --dump-dir writes the generated C++", "[e2e][inductor]") {
+  ScratchDir dir;
+  const CommandResult explained = run_trainc("explain --config " + gpt_config(dir) + " --torch-compile-backend inductor");
+  INFO(explained.out << explained.err);
+  REQUIRE(explained.exit_code == 0);
+  CHECK_THAT(explained.out, Contains("fused fwd    ") && Contains("generated kernels computing") && Contains("memory plan: "));
+  CHECK_THAT(explained.out, Contains("fused bwd    "));
+  const CommandResult dumped = run_with_cache(dir.file("cache"), "--config " + gpt_config(dir) + " --output-dir " + dir.file("out") +
+                                                                     " --torch-compile-backend inductor --max-steps 1 --dump-dir " + dir.file("dump"));
+  REQUIRE(dumped.exit_code == 0);
+  CHECK_THAT(read_text(dir.file("dump") + "/compile-1-forward.cpp"), Contains("extern \"C\" void trainc_kernel_0(void* const* args)"));
+  CHECK_THAT(read_text(dir.file("dump") + "/compile-1-backward.cpp"), Contains("#pragma omp simd"));
+}

@@ -1,0 +1,14 @@
+#include "support/kernel_cache.h"
+
+#include "support/command.h"
+
+namespace trainc::test {
+
+CompilerSettings test_compiler_settings() {
+  static const ScratchDir cache;
+  CompilerSettings settings = compiler_settings_from_environment();
+  settings.cache_dir = cache.path();
+  return settings;
+}
+
+}  // namespace trainc::test

@@ -1,0 +1,253 @@
+// The inductor's graph passes on small graphs drawn in the comments: which nodes fuse into which
+// kernel and in what order the steps run (passes/fusion), how views compose into strided reads
+// (codegen/strided_access), which buffers share memory (passes/memory_plan), the rewrites that run
+// before fusion (sink_pointwise, slice_grads_to_concat), and the C++ a small kernel renders to.
+#include <catch2/catch.hpp>
+
+#include "trainc/compile/codegen/cpp_kernels.h"
+#include "trainc/compile/codegen/strided_access.h"
+#include "trainc/compile/passes/fusion.h"
+#include "trainc/compile/passes/memory_plan.h"
+#include "trainc/compile/passes/sink_pointwise.h"
+#include "trainc/compile/passes/slice_grads_to_concat.h"
+
+using namespace trainc;
+using namespace trainc::ir;
+using Catch::Matchers::Contains;
+
+namespace {
+
+TensorType f32(std::vector<int64_t> shape) { return {DType::f32, std::move(shape)}; }
+
+Attributes ints(std::vector<int64_t> values, bool keepdim = false) {
+  Attributes attrs;
+  attrs.ints = std::move(values);
+  attrs.keepdim = keepdim;
+  return attrs;
+}
+
+Attributes scalar(double value) {
+  Attributes attrs;
+  attrs.scalar = value;
+  return attrs;
+}
+
+// The kernels as lists of op names, in step order, with ATen calls as "aten:<op>".
+std::vector<std::string> steps_of(const Graph& graph, const Schedule& schedule) {
+  std::vector<std::string> steps;
+  for (const ScheduleStep& step : schedule.steps) {
+    if (step.kind == ScheduleStep::Kind::aten) {
+      steps.push_back(std::string("aten:") + op_name(graph.node(step.index).op));
+      continue;
+    }
+    std::string kernel;
+    for (ValueId member : schedule.kernels[static_cast<std::size_t>(step.index)].members) {
+      kernel += (kernel.empty() ? "" : " ") + std::string(op_name(graph.node(member).op));
+    }
+    steps.push_back(kernel);
+  }
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("a chain of pointwise ops is one kernel that stores only what leaves it", "[unit][fusion]") {
+  //   x ──exp──mul──relu──> out
+  //   y ────────┘
+  Graph g;
+  const ValueId x = g.add_input("x", f32({8, 16}));
+  const ValueId y = g.add_input("y", f32({8, 16}));
+  const ValueId out = g.add(Op::relu, {g.add(Op::mul, {g.add(Op::exp, {x}), y})});
+  g.mark_output(out);
+  const Schedule s = schedule_kernels(g);
+  CHECK(steps_of(g, s) == std::vector<std::string>{"exp mul relu"});
+  CHECK(s.kernels[0].stores == std::vector<ValueId>{out});
+  CHECK_FALSE(s.kernels[0].has_reduction());
+}
+
+TEST_CASE("matmul stays an ATen call; the bias and activation after it fuse", "[unit][fusion]") {
+  //   x ──matmul──add──relu──> out
+  //   w ──┘  b ───┘
+  Graph g;
+  const ValueId x = g.add_input("x", f32({4, 8}));
+  const ValueId w = g.add_input("w", f32({8, 5}));
+  const ValueId b = g.add_input("b", f32({5}));
+  g.mark_output(g.add(Op::relu, {g.add(Op::add, {g.add(Op::matmul, {x, w}), b})}));
+  const Schedule s = schedule_kernels(g);
+  CHECK(steps_of(g, s) == std::vector<std::string>{"aten:matmul", "add relu"});
+}
+
+TEST_CASE("layer norm is one kernel: two row reductions and the pointwise ops around them", "[unit][fusion]") {
+  //   x ──sum──div(D)──sub──mul──sum──div──add(eps)──rsqrt──mul──> out
+  //   └────────────────┘              (rows of x: one value per row)  ┘
+  Graph g;
+  const ValueId x = g.add_input("x", f32({6, 10}));
+  const ValueId d = g.add(Op::constant, {}, scalar(10.0));
+  const ValueId mean = g.add(Op::div, {g.add(Op::sum, {x}, ints({1}, true)), d});
+  const ValueId centered = g.add(Op::sub, {x, mean});
+  const ValueId var = g.add(Op::div, {g.add(Op::sum, {g.add(Op::mul, {centered, centered})}, ints({1}, true)), d});
+  const ValueId inv = g.add(Op::rsqrt, {g.add(Op::add, {var, g.add(Op::constant, {}, scalar(1e-5))})});
+  g.mark_output(g.add(Op::mul, {centered, inv}));
+  const Schedule s = schedule_kernels(g);
+  REQUIRE(s.kernels.size() == 1);
+  CHECK(s.kernels[0].has_reduction());
+  CHECK(s.kernels[0].reduce_from == 1);
+  CHECK(steps_of(g, s) == std::vector<std::string>{"sum div sub mul sum div add rsqrt mul"});
+  CHECK(s.kernels[0].stores.size() == 1);
+}
+
+TEST_CASE("fusion refuses: leading-axis reductions, growing broadcasts, views of members, newer inputs", "[unit][fusion]") {
+  SECTION("a reduction over the leading axis is an ATen call reading a stored input") {
+    //   x ──exp──sum(axis 0)──> out
+    Graph g;
+    const ValueId x = g.add_input("x", f32({6, 10}));
+    g.mark_output(g.add(Op::sum, {g.add(Op::exp, {x})}, ints({0})));
+    const Schedule s = schedule_kernels(g);
+    CHECK(steps_of(g, s) == std::vector<std::string>{"exp", "aten:sum"});
+  }
+  SECTION("a small producer is not recomputed for every element of a larger consumer") {
+    //   r[6,1] ──exp──mul──> out[6,10]
+    //   x[6,10] ──────┘
+    Graph g;
+    const ValueId r = g.add_input("r", f32({6, 1}));
+    const ValueId x = g.add_input("x", f32({6, 10}));
+    g.mark_output(g.add(Op::mul, {g.add(Op::exp, {r}), x}));
+    CHECK(steps_of(g, schedule_kernels(g)) == std::vector<std::string>{"exp", "mul"});
+  }
+  SECTION("a view of a member is read from memory, so its reader runs after the kernel") {
+    //   x ──exp──permute──add──> out
+    Graph g;
+    const ValueId x = g.add_input("x", f32({4, 4}));
+    const ValueId e = g.add(Op::exp, {x});
+    g.mark_output(e);
+    g.mark_output(g.add(Op::add, {g.add(Op::permute, {e}, ints({1, 0})), x}));
+    const Schedule s = schedule_kernels(g);
+    CHECK(steps_of(g, s) == std::vector<std::string>{"exp", "add"});
+  }
+  SECTION("a node reading a step newer than the producer's kernel starts its own, unless sunk first") {
+    //   a = exp(x)            (kernel made here)
+    //   m = matmul(w, v)      (a newer step)
+    //   out = a + m
+    Graph g;
+    const ValueId x = g.add_input("x", f32({4, 4}));
+    const ValueId w = g.add_input("w", f32({4, 4}));
+    const ValueId a = g.add(Op::exp, {x});
+    const ValueId m = g.add(Op::matmul, {w, w});
+    g.mark_output(g.add(Op::add, {a, m}));
+    CHECK(steps_of(g, schedule_kernels(g)) == std::vector<std::string>{"exp", "aten:matmul", "add"});
+    const Graph sunk = sink_pointwise(g);
+    verify(sunk);
+    CHECK(steps_of(sunk, schedule_kernels(sunk)) == std::vector<std::string>{"aten:matmul", "exp add"});
+  }
+}
+
+TEST_CASE("views compose into strides over their base; a reshape no strides express copies", "[unit][fusion]") {
+  //   x[4,6] ──permute──slice(dim 1, 1:4:2)     x ──permute──reshape[24] (not a view)
+  Graph g;
+  const ValueId x = g.add_input("x", f32({4, 6}));
+  const ValueId t = g.add(Op::permute, {x}, ints({1, 0}));
+  const ValueId sliced = g.add(Op::slice, {t}, ints({1, 1, 4, 2}));
+  const ValueId flat = g.add(Op::reshape, {t}, ints({24}));
+  const ValueId grown = g.add(Op::expand, {g.add(Op::reshape, {x}, ints({1, 4, 6}))}, ints({3, 4, 6}));
+  const auto accesses = codegen::strided_accesses(g);
+  CHECK(accesses[static_cast<std::size_t>(t)].strides == std::vector<int64_t>{1, 6});
+  CHECK(accesses[static_cast<std::size_t>(sliced)].base == x);
+  CHECK(accesses[static_cast<std::size_t>(sliced)].strides == std::vector<int64_t>{1, 12});
+  CHECK(accesses[static_cast<std::size_t>(sliced)].offset == 6);
+  CHECK(accesses[static_cast<std::size_t>(flat)].base == flat);
+  CHECK(accesses[static_cast<std::size_t>(grown)].strides == std::vector<int64_t>{0, 6, 1});
+  CHECK(codegen::view_strides({2, 3}, {1, 2}, {6}) == std::nullopt);
+  CHECK(codegen::view_strides({2, 3, 4}, {12, 4, 1}, {6, 4}) == std::vector<int64_t>{4, 1});
+}
+
+TEST_CASE("the memory plan shares slots between values whose lifetimes do not overlap", "[unit][fusion]") {
+  //   e = exp(x); m1 = matmul(e, x); t = tanh(m1); m2 = matmul(t, e); s = sigmoid(m2); out = matmul(s, x)
+  //   e lives until m2, so t needs a second slot; s takes e's slot after m2.
+  Graph g;
+  const ValueId x = g.add_input("x", f32({16, 16}));
+  const ValueId e = g.add(Op::exp, {x});
+  const ValueId t = g.add(Op::tanh, {g.add(Op::matmul, {e, x})});
+  const ValueId s = g.add(Op::sigmoid, {g.add(Op::matmul, {t, e})});
+  g.mark_output(g.add(Op::matmul, {s, x}));
+  const Schedule schedule = schedule_kernels(g);
+  REQUIRE(schedule.kernels.size() == 3);
+  const MemoryPlan plan = plan_memory(g, schedule);
+  CHECK(plan.slot_bytes.size() == 2);
+  CHECK(plan.slot_of[static_cast<std::size_t>(s)] == plan.slot_of[static_cast<std::size_t>(e)]);
+  CHECK(plan.slot_of[static_cast<std::size_t>(t)] != plan.slot_of[static_cast<std::size_t>(e)]);
+  CHECK(plan.planned_bytes == 3 * 16 * 16 * 4);
+  CHECK(plan.arena_bytes() == 2 * 16 * 16 * 4);
+  // Outputs escape the run: never in the arena.
+  Graph returned;
+  const ValueId y = returned.add_input("y", f32({4}));
+  returned.mark_output(returned.add(Op::reshape, {returned.add(Op::exp, {y})}, ints({2, 2})));
+  const Schedule rs = schedule_kernels(returned);
+  CHECK(plan_memory(returned, rs).slot_bytes.empty());
+}
+
+TEST_CASE("a sum of slice gradients tiling a dimension becomes a concat", "[unit][fusion]") {
+  //   add(add(slice_backward(a, 0:4), slice_backward(b, 4:8)), slice_backward(c, 8:12))  ->  concat(a, b, c)
+  Graph g;
+  std::vector<ValueId> parts;
+  for (int i = 0; i < 3; ++i) parts.push_back(g.add_input("g" + std::to_string(i), f32({2, 4})));
+  const auto piece = [&](ValueId part, int64_t start) { return g.add(Op::slice_backward, {part}, ints({1, start, start + 4, 1, 2, 12})); };
+  g.mark_output(g.add(Op::add, {g.add(Op::add, {piece(parts[0], 0), piece(parts[1], 4)}), piece(parts[2], 8)}));
+  const Graph rewritten = slice_grads_to_concat(g);
+  verify(rewritten);
+  REQUIRE(rewritten.size() == 4);
+  CHECK(rewritten.node(3).op == Op::concat);
+  CHECK(rewritten.node(3).inputs == std::vector<ValueId>{0, 1, 2});
+  // With a gap the sum stays.
+  Graph gap;
+  const ValueId a = gap.add_input("a", f32({2, 4}));
+  const ValueId b = gap.add_input("b", f32({2, 4}));
+  gap.mark_output(gap.add(Op::add, {gap.add(Op::slice_backward, {a}, ints({1, 0, 4, 1, 2, 12})),
+                                    gap.add(Op::slice_backward, {b}, ints({1, 8, 12, 1, 2, 12}))}));
+  CHECK(slice_grads_to_concat(gap).size() == gap.size());
+}
+
+TEST_CASE("golden: the C++ of a small softmax kernel", "[unit][fusion]") {
+  Graph g;
+  const ValueId x = g.add_input("x", f32({3, 8}));
+  const ValueId shifted = g.add(Op::sub, {x, g.add(Op::amax, {x}, ints({1}, true))});
+  const ValueId e = g.add(Op::exp, {shifted});
+  g.mark_output(g.add(Op::div, {e, g.add(Op::sum, {e}, ints({1}, true))}));
+  const Schedule s = schedule_kernels(g);
+  const codegen::RenderedProgram program = codegen::render_cpp_kernels(g, s);
+  REQUIRE(program.kernels.size() == 1);
+  CHECK(program.kernels[0].arguments == std::vector<ValueId>{0, 5});
+  CHECK(program.kernels[0].source == R"(
+// kernel 0: reduction over [3, 8], reducing from dim 1; amax sub exp sum div
+extern "C" void trainc_kernel_0(void* const* args) {
+  const float* __restrict p0 = static_cast<const float*>(args[0]);
+  float* __restrict s5 = static_cast<float*>(args[1]);
+  for (int64_t o = 0; o < 3; ++o) {
+    const int64_t i0 = (o / 1) % 3;
+    const int64_t o0 = 0 + i0 * 8;
+    const int64_t o1 = 0 + i0 * 8;
+    float acc1 = (-__builtin_inff());
+    #pragma omp simd reduction(max:acc1)
+    for (int64_t j0 = 0; j0 < 8; ++j0) {
+      acc1 = p0[o0 + j0] > acc1 ? p0[o0 + j0] : acc1;
+    }
+    const float v1 = acc1;
+    float acc4 = float(0);
+    #pragma omp simd reduction(+:acc4)
+    for (int64_t j0 = 0; j0 < 8; ++j0) {
+      const float v2 = (p0[o0 + j0] - v1);
+      const float v3 = k_exp(v2);
+      acc4 += v3;
+    }
+    const float v4 = acc4;
+    #pragma omp simd
+    for (int64_t j0 = 0; j0 < 8; ++j0) {
+      const float v2 = (p0[o0 + j0] - v1);
+      const float v3 = k_exp(v2);
+      const float v5 = (v3 / v4);
+      s5[o1 + j0] = v5;
+    }
+  }
+}
+)");
+  CHECK_THAT(program.text(), Contains("k_bf16_store"));
+}
