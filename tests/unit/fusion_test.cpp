@@ -10,6 +10,7 @@
 #include "trainc/compile/passes/memory_plan.h"
 #include "trainc/compile/passes/sink_pointwise.h"
 #include "trainc/compile/passes/slice_grads_to_concat.h"
+#include "trainc/compile/passes/transpose_products.h"
 
 using namespace trainc;
 using namespace trainc::ir;
@@ -204,6 +205,26 @@ TEST_CASE("a sum of slice gradients tiling a dimension becomes a concat", "[unit
   gap.mark_output(gap.add(Op::add, {gap.add(Op::slice_backward, {a}, ints({1, 0, 4, 1, 2, 12})),
                                     gap.add(Op::slice_backward, {b}, ints({1, 8, 12, 1, 2, 12}))}));
   CHECK(slice_grads_to_concat(gap).size() == gap.size());
+}
+
+TEST_CASE("the transpose of a product is made as the product of the transposes", "[unit][fusion]") {
+  //   permute(matmul(x^T, g), {1, 0})   ->   matmul(permute(g), permute(x^T))    (a weight gradient)
+  Graph g;
+  const ValueId x = g.add_input("x", f32({8, 3}));
+  const ValueId grad = g.add_input("g", f32({8, 5}));
+  const ValueId product = g.add(Op::matmul, {g.add(Op::permute, {x}, ints({1, 0})), grad});
+  g.mark_output(g.add(Op::permute, {product}, ints({1, 0})));
+  const Graph rewritten = transpose_products(g);
+  verify(rewritten);
+  const Node& result = rewritten.node(rewritten.outputs()[0]);
+  CHECK(result.op == Op::matmul);
+  CHECK(result.type.shape == std::vector<int64_t>{5, 3});
+  CHECK(rewritten.node(result.inputs[0]).op == Op::permute);
+  CHECK(rewritten.node(result.inputs[0]).inputs[0] == 1);  // g
+  // A product something else reads too is left alone.
+  Graph shared = g;
+  shared.mark_output(product);
+  CHECK(transpose_products(shared).node(transpose_products(shared).outputs()[0]).op == Op::permute);
 }
 
 TEST_CASE("golden: the C++ of a small softmax kernel", "[unit][fusion]") {

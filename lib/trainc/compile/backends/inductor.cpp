@@ -10,6 +10,7 @@
 #include "trainc/compile/passes/memory_plan.h"
 #include "trainc/compile/passes/sink_pointwise.h"
 #include "trainc/compile/passes/slice_grads_to_concat.h"
+#include "trainc/compile/passes/transpose_products.h"
 #include "trainc/compile/runtime/fused_program.h"
 
 namespace trainc {
@@ -32,7 +33,7 @@ struct ProgramBuild {
 
 ProgramBuild plan_program(const ir::Graph& program) {
   ProgramBuild build;
-  build.graph = ir::sink_pointwise(ir::slice_grads_to_concat(program));
+  build.graph = ir::sink_pointwise(ir::transpose_products(ir::slice_grads_to_concat(program)));
   ir::verify(build.graph);
   build.schedule = schedule_kernels(build.graph);
   build.plan = plan_memory(build.graph, build.schedule);

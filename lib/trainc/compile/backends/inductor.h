@@ -1,7 +1,7 @@
 // defines: InductorReport, compile_inductor_step, build_fused_program, describe_fused_program
 //
 // The inductor backend on the CPU, end to end for one compiled step: each program (forward and
-// backward) is rewritten (passes/slice_grads_to_concat, passes/sink_pointwise), scheduled into
+// backward) is rewritten (passes/slice_grads_to_concat, transpose_products, sink_pointwise), scheduled into
 // fused kernels (passes/fusion), given a memory plan
 // (passes/memory_plan), rendered as C++ (codegen/cpp_kernels) and built into a shared library
 // through the kernel cache (runtime/kernel_cache); both libraries compile in parallel. The step

@@ -77,9 +77,11 @@ const char* compute_type(DType dtype) {
   }
 }
 
-// The C++ type a value is stored as.
+// The C++ type a value is stored as (bool as bytes: GCC does not vectorize loads of bool).
 const char* storage_type(DType dtype) {
   switch (dtype) {
+    case DType::b8:
+      return "uint8_t";
     case DType::bf16:
     case DType::f16:
       return "uint16_t";
@@ -299,6 +301,7 @@ class KernelRenderer {
     if (base.op == Op::constant) return literal(base.attrs.scalar, dtype);
     if (base.op == Op::iota) return std::string("static_cast<") + compute_type(dtype) + ">(" + index(operand.access, in_columns) + ")";
     const std::string element = pointer(access.base) + "[" + index(operand.access, in_columns) + "]";
+    if (dtype == DType::b8) return "(" + element + " != 0)";
     return dtype == DType::bf16 ? "k_bf16_load(" + element + ")" : element;
   }
 
@@ -383,7 +386,9 @@ class KernelRenderer {
   void store(std::ostream& out, const std::string& indent, ValueId m, bool in_columns) const {
     const std::string target = "s" + std::to_string(m) + "[" + index(store_access_.at(m), in_columns) + "]";
     const std::string value = "v" + std::to_string(m);
-    out << indent << target << " = " << (graph_.type(m).dtype == DType::bf16 ? "k_bf16_store(" + value + ")" : value) << ";\n";
+    const DType dtype = graph_.type(m).dtype;
+    out << indent << target << " = "
+        << (dtype == DType::bf16 ? "k_bf16_store(" + value + ")" : dtype == DType::b8 ? "static_cast<uint8_t>(" + value + ")" : value) << ";\n";
   }
 
   void body(std::ostream& out) {

@@ -1,0 +1,44 @@
+#include "trainc/compile/passes/transpose_products.h"
+
+#include "trainc/compile/passes/dce.h"
+
+namespace trainc::ir {
+
+Graph transpose_products(const Graph& graph) {
+  const auto n = static_cast<std::size_t>(graph.size());
+  std::vector<int> uses(n, 0);
+  for (const Node& node : graph.nodes()) {
+    for (ValueId in : node.inputs) ++uses[static_cast<std::size_t>(in)];
+  }
+  for (ValueId out : graph.outputs()) ++uses[static_cast<std::size_t>(out)];
+
+  Graph result;
+  std::vector<ValueId> new_id(n, -1);
+  Attributes swap;
+  swap.ints = {1, 0};
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    if (node.op == Op::input) {
+      new_id[static_cast<std::size_t>(id)] = result.add_input(node.name, node.type);
+      continue;
+    }
+    if (node.op == Op::permute && node.attrs.ints == swap.ints) {
+      const Node& product = graph.node(node.inputs[0]);
+      if (product.op == Op::matmul && uses[static_cast<std::size_t>(node.inputs[0])] == 1 && graph.type(product.inputs[0]).rank() == 2 &&
+          graph.type(product.inputs[1]).rank() == 2) {
+        const ValueId a = new_id[static_cast<std::size_t>(product.inputs[0])];
+        const ValueId b = new_id[static_cast<std::size_t>(product.inputs[1])];
+        new_id[static_cast<std::size_t>(id)] =
+            result.add(Op::matmul, {result.add(Op::permute, {b}, swap), result.add(Op::permute, {a}, swap)});
+        continue;
+      }
+    }
+    std::vector<ValueId> inputs;
+    for (ValueId in : node.inputs) inputs.push_back(new_id[static_cast<std::size_t>(in)]);
+    new_id[static_cast<std::size_t>(id)] = result.add(node.op, inputs, node.attrs);
+  }
+  for (ValueId out : graph.outputs()) result.mark_output(new_id[static_cast<std::size_t>(out)]);
+  return eliminate_dead_code(result);
+}
+
+}  // namespace trainc::ir
