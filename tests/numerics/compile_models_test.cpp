@@ -1,11 +1,16 @@
 // Every zoo model under the aot_eager and inductor backends against eager: the loss, every parameter gradient
 // and the updated buffers of one step (dropout on, same generator seed), fresh random weights and
 // batches each run. Float32 1e-5 relative to the largest magnitude (1e-4 for models with
-// normalization, whose decomposed sums add in another order); bf16 autocast 2e-2. Also the
+// normalization, whose decomposed sums add in another order); bf16 autocast 2e-2 from eager, or
+// within 2e-2 of the float32 gradient beyond twice eager's own bf16 distance from it (bf16
+// rounding differences amplified by long sums and relu kinks). Also the
 // runtime's guard: a new input signature compiles again, up to the limit, then runs eagerly.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
+
+#include <cstdlib>
+#include <random>
 
 #include "trainc/compat/torch_compat.h"
 #include "support/kernel_cache.h"
@@ -66,7 +71,11 @@ LossFunction loss_of(Model& model, bool bf16) {
 }
 
 void check_model(const ZooCase& c, bool bf16, double tolerance, const std::string& backend = "aot_eager") {
-  const uint64_t seed = static_cast<uint64_t>(torch::randint(0, 1 << 30, {1}).item<int64_t>());
+  // Fresh every run, and printed with any failure so that it can be replayed (TRAINC_TEST_SEED).
+  const char* replay = std::getenv("TRAINC_TEST_SEED");
+  const uint64_t seed = replay != nullptr ? std::stoull(replay) : std::random_device{}() % (1u << 30);
+  INFO("seed " << seed << " (TRAINC_TEST_SEED replays it)");
+  torch::manual_seed(seed + 2);
   const auto [inputs, targets] = c.batch();
   torch::manual_seed(seed);
   auto eager = make_model(c.config, c.inputs, false);
@@ -78,6 +87,16 @@ void check_model(const ZooCase& c, bool bf16, double tolerance, const std::strin
   torch::manual_seed(seed + 1);
   const torch::Tensor eager_loss = loss_of(*eager, bf16)(inputs, targets);
   eager_loss.backward();
+  // bf16: the same step in float32, to measure how far eager's own bf16 gradients are from it.
+  std::vector<torch::Tensor> float32_grads;
+  if (bf16) {
+    torch::manual_seed(seed);
+    auto reference = make_model(c.config, c.inputs, false);
+    reference->set_training(true);
+    torch::manual_seed(seed + 1);
+    loss_of(*reference, false)(inputs, targets).backward();
+    for (const auto& parameter : reference->named_parameters()) float32_grads.push_back(parameter.second.grad());
+  }
 
   std::vector<CompileEvent> events;
   CompileOptions options;
@@ -96,7 +115,20 @@ void check_model(const ZooCase& c, bool bf16, double tolerance, const std::strin
   for (std::size_t i = 0; i < eager_parameters.size(); ++i) {
     INFO(eager_parameters[i].first);
     REQUIRE(compiled_parameters[i].second.grad().defined());
-    CHECK(relative_error(compiled_parameters[i].second.grad(), eager_parameters[i].second.grad()) <= tolerance);
+    const auto& got = compiled_parameters[i].second.grad();
+    const auto& expected = eager_parameters[i].second.grad();
+    const double error = relative_error(got, expected);
+    if (!bf16) {
+      CHECK(error <= tolerance);
+      continue;
+    }
+    // Within 2e-2 of eager's bf16 gradient; or, where bf16 rounding is amplified beyond that (a
+    // long sum with cancellation, a relu kink crossed by a rounding difference), within 2e-2 of the
+    // float32 gradient beyond twice eager's own bf16 distance from it.
+    const double eager_distance = test::normwise_relative_error(expected, float32_grads[i]);
+    const double compiled_distance = test::normwise_relative_error(got, float32_grads[i]);
+    INFO("bf16: " << error << " from eager; from float32: compiled " << compiled_distance << ", eager " << eager_distance);
+    CHECK((error <= tolerance || compiled_distance <= 2 * eager_distance + tolerance));
   }
   const auto eager_buffers = eager->named_buffers();
   const auto compiled_buffers = compiled->named_buffers();

@@ -1,4 +1,4 @@
-// defines: relative_error — how the numerics tests compare a result with eager's
+// defines: relative_error, normwise_relative_error — how the numerics tests compare a result with eager's
 #pragma once
 
 #include <ATen/ATen.h>
@@ -11,6 +11,12 @@ namespace trainc::test {
 inline double relative_error(const at::Tensor& got, const at::Tensor& expected) {
   const double scale = std::max(expected.abs().max().item<double>(), 1e-30);
   return (got.to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>() / scale;
+}
+
+// ||got - expected|| / ||expected|| (2-norms): how far a tensor is from another as a whole.
+inline double normwise_relative_error(const at::Tensor& got, const at::Tensor& expected) {
+  const double scale = std::max(expected.to(at::kDouble).norm().item<double>(), 1e-30);
+  return (got.to(at::kDouble) - expected.to(at::kDouble)).norm().item<double>() / scale;
 }
 
 }  // namespace trainc::test

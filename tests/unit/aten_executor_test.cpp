@@ -77,6 +77,7 @@ std::vector<ExecCase> cases() {
          return torch::stack({x[0].select(1, 2), x[0].select(1, 5), x[0].select(1, 8)}, 1);
        }},
       {Op::matmul, {r({2, 3}), r({3, 4})}, {}, [](auto& x) { return (x[0].unsqueeze(2) * x[1].unsqueeze(0)).sum(1); }},
+      {Op::matmul_bias, {r({2, 2, 3}), r({3, 4}), r({4})}, {}, [](auto& x) { return (x[0].unsqueeze(3) * x[1]).sum(2) + x[2]; }},
       {Op::embedding, {r({10, 3}), torch::tensor({{1, 7}, {0, 9}}, torch::kLong)}, {}, [](auto& x) {
          return x[0].index_select(0, x[1].view(-1)).view({2, 2, 3});
        }},

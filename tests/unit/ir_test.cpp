@@ -67,6 +67,8 @@ std::vector<ShapeCase> shape_cases() {
       {Op::matmul, {f32({5, 2, 3}), f32({3, 4})}, {}, f32({5, 2, 4}), ""},
       {Op::matmul, {f32({5, 2, 3}), f32({1, 3, 4})}, {}, f32({5, 2, 4}), ""},
       {Op::matmul, {f32({2, 3}), f32({4, 5})}, {}, {}, "inner dimensions differ"},
+      {Op::matmul_bias, {f32({5, 2, 3}), f32({3, 4}), f32({4})}, {}, f32({5, 2, 4}), ""},
+      {Op::matmul_bias, {f32({2, 3}), f32({3, 4}), f32({2, 4})}, {}, {}, "needs a bias [n]"},
       {Op::embedding, {f32({100, 16}), {DType::i64, {4, 8}}}, {}, f32({4, 8, 16}), ""},
       {Op::embedding, {f32({100, 16}), f32({4})}, {}, {}, "indices must be i64"},
       {Op::attention, {f32({2, 4, 8, 16}), f32({2, 4, 8, 16}), f32({2, 4, 8, 32})}, {}, f32({2, 4, 8, 32}), ""},

@@ -255,6 +255,11 @@ std::vector<ValueId> input_grads(Backward& b, ValueId id, const ir::Node& node, 
       return grads;
     }
     case Op::matmul: return matmul_grads(b, in(0), in(1), g, need[0], need[1]);
+    case Op::matmul_bias: {
+      std::vector<ValueId> grads = matmul_grads(b, in(0), in(1), g, need[0], need[1]);
+      grads.push_back(need[2] ? b.reduce_to(g, shape(2)) : -1);
+      return grads;
+    }
     case Op::embedding: {
       Attributes vocab;
       vocab.ints = {shape(0)[0]};

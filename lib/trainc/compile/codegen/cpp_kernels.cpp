@@ -90,10 +90,21 @@ const char* storage_type(DType dtype) {
   }
 }
 
+// `value` rounded to nearest even at the precision of a 16-bit float type (bf16: 8 significant
+// bits, f16: 11), as a constant of that dtype holds it.
+double representable(double value, DType dtype) {
+  if (!std::isfinite(value) || value == 0.0) return value;
+  const int bits = dtype == DType::bf16 ? 8 : 11;
+  int exponent = 0;
+  const double mantissa = std::frexp(static_cast<double>(static_cast<float>(value)), &exponent);
+  return std::ldexp(std::nearbyint(std::ldexp(mantissa, bits)), exponent - bits);
+}
+
 std::string literal(double value, DType dtype) {
   if (dtype == DType::b8) return value != 0 ? "true" : "false";
   if (dtype == DType::i64) return "INT64_C(" + std::to_string(static_cast<int64_t>(value)) + ")";
   const bool single = dtype != DType::f64;
+  if (dtype == DType::bf16 || dtype == DType::f16) value = representable(value, dtype);  // the constant the IR means
   if (std::isnan(value)) return single ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
   if (std::isinf(value)) return std::string(value < 0 ? "(-" : "(") + (single ? "__builtin_inff())" : "__builtin_inf())");
   char text[64];

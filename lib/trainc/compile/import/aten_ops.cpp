@@ -325,12 +325,18 @@ Values matmul_op(ImportContext& c, const jit::Node& n) {
   return {matmul(c, c.cast(c.tensor(arg(n, 0)), dtype), c.cast(c.tensor(arg(n, 1)), dtype), out_shape(c, n))};
 }
 
-// linear(x, weight, bias) = x @ weight^T + bias.
+// linear(x, weight, bias) = x @ weight^T + bias; with a bias, one matmul_bias (one rounding, as
+// eager's addmm) where the shapes allow it.
 Values linear(ImportContext& c, const jit::Node& n) {
   const DType dtype = out_dtype(c, n);
   const ValueId weight = c.cast(c.tensor(arg(n, 1)), dtype);
-  ValueId y = matmul(c, c.cast(c.tensor(arg(n, 0)), dtype), swap_dims(c, weight, 0, 1), out_shape(c, n));
-  if (n.inputs().size() > 2 && !c.is_none(arg(n, 2))) y = c.binary(Op::add, y, c.cast(c.tensor(arg(n, 2)), dtype));
+  const ValueId x = c.cast(c.tensor(arg(n, 0)), dtype);
+  const bool has_bias = n.inputs().size() > 2 && !c.is_none(arg(n, 2));
+  if (has_bias && c.type(x).rank() >= 2 && c.type(weight).rank() == 2 && c.type(c.tensor(arg(n, 2))).rank() == 1) {
+    return {c.add(Op::matmul_bias, {x, swap_dims(c, weight, 0, 1), c.cast(c.tensor(arg(n, 2)), dtype)})};
+  }
+  ValueId y = matmul(c, x, swap_dims(c, weight, 0, 1), out_shape(c, n));
+  if (has_bias) y = c.binary(Op::add, y, c.cast(c.tensor(arg(n, 2)), dtype));
   return {y};
 }
 
@@ -341,6 +347,10 @@ Values addmm(ImportContext& c, const jit::Node& n) {
   ValueId bias = c.cast(c.tensor(arg(n, 0)), dtype);
   const double beta = n.inputs().size() > 3 ? c.double_arg(arg(n, 3)) : 1.0;
   const double alpha = n.inputs().size() > 4 ? c.double_arg(arg(n, 4)) : 1.0;
+  if (beta == 1.0 && alpha == 1.0 && c.type(bias).rank() == 1) {
+    const ir::Node& made = c.graph().node(product);
+    if (made.op == Op::matmul) return {c.add(Op::matmul_bias, {made.inputs[0], made.inputs[1], bias})};
+  }
   if (alpha != 1.0) product = c.binary(Op::mul, product, c.scalar(alpha, dtype));
   if (beta != 1.0) bias = c.binary(Op::mul, bias, c.scalar(beta, dtype));
   return {c.binary(Op::add, bias, product)};

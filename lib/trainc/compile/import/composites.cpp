@@ -149,6 +149,12 @@ Values dropout(ImportContext& c, const jit::Node& n) {
   draw.dtype = type.dtype;
   draw.scalar = 1.0 - p;
   const ValueId keep = c.add(Op::bernoulli, {}, draw);
+  // ATen scales the mask by 1 / (1 - p) in float and rounds it to the mask's dtype. In bf16 and
+  // fp16 that rounded factor is exactly the constant 1 / (1 - p) of that dtype, and multiplying by
+  // it gives eager's products bit for bit, also where a kernel keeps the factor in float.
+  if (type.dtype == DType::bf16 || type.dtype == DType::f16) {
+    return {mul(c, x, c.binary(Op::mul, keep, c.scalar(1.0 / (1.0 - p), type.dtype)))};
+  }
   return {mul(c, x, c.binary(Op::div, keep, c.scalar(1.0 - p, type.dtype)))};
 }
 

@@ -57,6 +57,7 @@ enum class OpKind : uint8_t {
   X(expand, kView, 1)             \
   X(slice, kView, 1)              \
   X(matmul, kExtern, 2)           \
+  X(matmul_bias, kExtern, 3)      \
   X(embedding, kExtern, 2)        \
   X(attention, kExtern, 3)        \
   X(conv2d, kExtern, 2)           \

@@ -9,6 +9,7 @@
 //   slice        attrs.ints = {dim, start, end, step} with 0 <= start <= end <= size, step >= 1
 //   constant     attrs.ints is the shape, attrs.dtype the dtype
 //   matmul       [..., m, k] x [..., k, n] -> [..., m, n], batch dimensions broadcast
+//   matmul_bias  matmul plus a bias [n] added before the one rounding (a linear layer, addmm)
 //   embedding    weight [vocab, dim] (floating), indices i64 [...] -> [..., dim]
 //   attention    q [B, H, T, D], k [B, H, S, D], v [B, H, S, E] -> [B, H, T, E]
 //   conv2d       input [N, C, H, W], weight [O, C, kh, kw], attrs.ints = {stride, padding}
@@ -62,6 +63,10 @@ TensorType view_type(Op op, const TensorType& in, const Attributes& attrs);
 
 TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attributes& attrs) {
   switch (op) {
+    case Op::matmul_bias:
+      require(in[2].rank() == 1 && in[2].dtype == in[0].dtype && in[2].shape[0] == in[1].shape.back(),
+              "matmul_bias needs a bias [n] of the operands' dtype, got " + in[2].str());
+      [[fallthrough]];
     case Op::matmul: {
       const TensorType& a = in[0];
       const TensorType& b = in[1];

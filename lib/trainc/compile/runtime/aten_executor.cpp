@@ -76,6 +76,17 @@ at::Tensor run_slice_backward(const Inputs& in, const Attributes& a, at::Device 
 at::Tensor run_embedding_grad(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding_dense_backward(in[0], in[1], a.ints[0], -1, false); }
 at::Tensor run_conv2d_input_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 0); }
 at::Tensor run_conv2d_weight_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 1); }
+// One GEMM with the bias as its C operand, as eager's linear and addmm run: the sum is rounded
+// once, which matters in bf16 (a pre-activation near zero keeps its sign).
+at::Tensor run_matmul_bias(const Inputs& in, const Attributes& a, at::Device device) {
+  const at::Tensor& x = in[0];
+  const at::Tensor& w = in[1];
+  if (w.dim() != 2) return at::add(at::matmul(x, w), in[2]);
+  if (x.dim() == 2) return at::addmm(in[2], x, w);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = w.size(1);
+  return at::addmm(in[2], x.reshape({-1, x.size(-1)}), w).view(sizes);
+}
 at::Tensor run_max_pool2d(const Inputs& in, const Attributes& a, at::Device device) { return at::max_pool2d(in[0], a.ints[0], a.ints[1], a.ints[2]); }
 at::Tensor run_max_pool2d_grad(const Inputs& in, const Attributes& a, at::Device device) {
   const auto indices = std::get<1>(at::max_pool2d_with_indices(in[1], a.ints[0], a.ints[1], a.ints[2]));
