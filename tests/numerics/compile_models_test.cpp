@@ -101,7 +101,7 @@ void check_model(const ZooCase& c, bool bf16, double tolerance, const std::strin
   std::vector<CompileEvent> events;
   CompileOptions options;
   options.backend = backend;
-  options.compiler = test::test_compiler_settings();
+  if (backend == "inductor") options.compiler = test::test_compiler_settings();
   StepCompiler compiler(*compiled, loss_of(*compiled, bf16), options, [&](const CompileEvent& e) { events.push_back(e); },
                         [](const std::string& warning) { FAIL(warning); });
   torch::manual_seed(seed + 1);

@@ -282,5 +282,19 @@ TEST_CASE("bf16 autocast: the casts it inserts import, and a linear layer matche
                     return y.to(torch::kFloat);
                   }};
   check_row(row, torch::kFloat, 2e-2);
+}
+
+TEST_CASE("bf16 autocast under inductor: a linear layer matches eager within 2e-2", "[numerics][inductor]") {
+  const OpRow row{"autocast linear + gelu", {}, [](at::ScalarType d) {
+                    return std::vector<at::Tensor>{rn({4, 6}, d), rn({5, 6}, d), rn({5}, d)};
+                  },
+                  [](const std::vector<at::Tensor>& x) {
+                    at::Tensor y;
+                    {
+                      AutocastScope autocast(c10::DeviceType::CPU, true, at::kBFloat16);
+                      y = F::gelu(F::linear(x[0], x[1], x[2]));
+                    }
+                    return y.to(torch::kFloat);
+                  }};
   check_row(row, torch::kFloat, 2e-2, true);
 }
