@@ -27,18 +27,18 @@ std::optional<int> trailing_split(const ir::Graph& graph, const ir::Node& node) 
   return split;
 }
 
-// Generated kernels compute float32, float64, int64 and bool values. The renderer reads and
-// writes bf16 too (tested op by op), but a bf16 mlp trained through fused kernels was seen to get
-// first-layer gradients 10-60% away from eager's in about one draw of inputs in eight, a
-// divergence not yet explained; until it is, bf16 (and float16) values stay with ATen, which
-// matches eager.
-bool low_precision(ir::DType dtype) { return dtype == ir::DType::bf16 || dtype == ir::DType::f16; }
-
+// Generated kernels compute in float32, float64, int64 and bool, and read and write bf16. A cast
+// into bf16 (or float16) stays an ATen call: ATen keeps the source's strides, so a weight cast for
+// a GEMM reaches it transposed, as eager's does, while a kernel would store it contiguous, and the
+// bf16 GEMM then takes a path that rounds differently (twice the error on a small addmm, measured)
+// - enough to flip relu masks near zero and move a bf16 mlp's gradients far from eager's in about
+// one draw of inputs in eight. Float16 values stay with ATen.
 bool kernel_computes(const ir::Graph& graph, const ir::Node& node) {
   const bool op_ok = is_pointwise(node.op) || (ir::op_kind(node.op) == OpKind::kReduction && ir::is_floating(node.type.dtype) &&
                                                trailing_split(graph, node));
-  if (!op_ok || low_precision(node.type.dtype)) return false;
-  return std::none_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) { return low_precision(graph.type(in).dtype); });
+  if (!op_ok || node.type.dtype == ir::DType::f16) return false;
+  if (node.op == Op::cast && node.type.dtype == ir::DType::bf16) return false;
+  return std::none_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) { return graph.type(in).dtype == ir::DType::f16; });
 }
 
 std::vector<int64_t> row_shape(const FusedKernel& kernel, bool keepdim) {
