@@ -18,14 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<double> losses(const std::vector<nlohmann::json>& events) {
-  std::vector<double> values;
-  for (const auto& event : events) {
-    if (event.contains("loss")) values.push_back(event["loss"].get<double>());
-  }
-  return values;
-}
-
 // A small gpt on synthetic tokens with dropout: every compile stage is exercised.
 std::string gpt_config(const ScratchDir& dir) {
   return dir.write("gpt.yaml",

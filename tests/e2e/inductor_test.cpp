@@ -30,14 +30,6 @@ CommandResult run_with_cache(const std::string& cache, const std::string& argume
   return run_command("TRAINC_CACHE_DIR='" + cache + "' " + environment + " " + TRAINC_BINARY + " " + arguments);
 }
 
-std::vector<double> losses(const std::vector<nlohmann::json>& events) {
-  std::vector<double> values;
-  for (const auto& event : events) {
-    if (event.contains("loss")) values.push_back(event["loss"].get<double>());
-  }
-  return values;
-}
-
 std::vector<nlohmann::json> compiles(const std::vector<nlohmann::json>& events) {
   std::vector<nlohmann::json> found;
   for (const auto& event : events) {

@@ -269,32 +269,25 @@ TEST_CASE("every op of the import table under inductor: loss and gradients match
   }
 }
 
+// autocast bf16 around a linear layer and gelu: the casts autocast inserts must import.
+static OpRow autocast_linear_row() {
+  return {"autocast linear + gelu", {}, [](at::ScalarType d) {
+            return std::vector<at::Tensor>{rn({4, 6}, d), rn({5, 6}, d), rn({5}, d)};
+          },
+          [](const std::vector<at::Tensor>& x) {
+            at::Tensor y;
+            {
+              AutocastScope autocast(c10::DeviceType::CPU, true, at::kBFloat16);
+              y = F::gelu(F::linear(x[0], x[1], x[2]));
+            }
+            return y.to(torch::kFloat);
+          }};
+}
+
 TEST_CASE("bf16 autocast: the casts it inserts import, and a linear layer matches eager within 2e-2", "[numerics][compile]") {
-  const OpRow row{"autocast linear + gelu", {}, [](at::ScalarType d) {
-                    return std::vector<at::Tensor>{rn({4, 6}, d), rn({5, 6}, d), rn({5}, d)};
-                  },
-                  [](const std::vector<at::Tensor>& x) {
-                    at::Tensor y;
-                    {
-                      AutocastScope autocast(c10::DeviceType::CPU, true, at::kBFloat16);
-                      y = F::gelu(F::linear(x[0], x[1], x[2]));
-                    }
-                    return y.to(torch::kFloat);
-                  }};
-  check_row(row, torch::kFloat, 2e-2);
+  check_row(autocast_linear_row(), torch::kFloat, 2e-2);
 }
 
 TEST_CASE("bf16 autocast under inductor: a linear layer matches eager within 2e-2", "[numerics][inductor]") {
-  const OpRow row{"autocast linear + gelu", {}, [](at::ScalarType d) {
-                    return std::vector<at::Tensor>{rn({4, 6}, d), rn({5, 6}, d), rn({5}, d)};
-                  },
-                  [](const std::vector<at::Tensor>& x) {
-                    at::Tensor y;
-                    {
-                      AutocastScope autocast(c10::DeviceType::CPU, true, at::kBFloat16);
-                      y = F::gelu(F::linear(x[0], x[1], x[2]));
-                    }
-                    return y.to(torch::kFloat);
-                  }};
-  check_row(row, torch::kFloat, 2e-2, true);
+  check_row(autocast_linear_row(), torch::kFloat, 2e-2, true);
 }

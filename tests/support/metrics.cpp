@@ -13,4 +13,12 @@ std::vector<nlohmann::json> read_metrics(const std::string& output_dir) {
   return events;
 }
 
+std::vector<double> losses(const std::vector<nlohmann::json>& records) {
+  std::vector<double> values;
+  for (const auto& record : records) {
+    if (record.contains("loss")) values.push_back(record["loss"].get<double>());
+  }
+  return values;
+}
+
 }  // namespace trainc::test

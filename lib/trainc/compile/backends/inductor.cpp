@@ -31,6 +31,21 @@ struct ProgramBuild {
   codegen::RenderedProgram rendered;
 };
 
+// Counts what `build` generates into `report` (libraries are counted when built).
+void account(const ProgramBuild& build, InductorReport& report) {
+  report.kernels += static_cast<int>(build.schedule.kernels.size());
+  report.fused_nodes += build.schedule.fused_nodes();
+  report.aten_calls += static_cast<int>(build.schedule.steps.size() - build.schedule.kernels.size());
+  report.arena_bytes += build.plan.arena_bytes();
+  report.planned_bytes += build.plan.planned_bytes;
+}
+
+LibrarySource library_source(const codegen::RenderedProgram& rendered) {
+  LibrarySource source{rendered.prelude, {}};
+  for (const codegen::RenderedKernel& kernel : rendered.kernels) source.kernels.push_back(kernel.source);
+  return source;
+}
+
 ProgramBuild plan_program(const ir::Graph& program) {
   ProgramBuild build;
   build.graph = ir::sink_pointwise(ir::transpose_products(ir::slice_grads_to_concat(program)));
@@ -80,16 +95,10 @@ std::string describe_fused_program(const ir::Graph& program) {
 
 std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, const CompilerSettings& settings, InductorReport& report) {
   ProgramBuild build = plan_program(program);
-  report.kernels += static_cast<int>(build.schedule.kernels.size());
-  report.fused_nodes += build.schedule.fused_nodes();
-  report.aten_calls += static_cast<int>(build.schedule.steps.size() - build.schedule.kernels.size());
-  report.arena_bytes += build.plan.arena_bytes();
-  report.planned_bytes += build.plan.planned_bytes;
+  account(build, report);
   std::shared_ptr<KernelLibrary> library;
   if (!build.rendered.kernels.empty()) {
-    LibrarySource source{build.rendered.prelude, {}};
-    for (const codegen::RenderedKernel& kernel : build.rendered.kernels) source.kernels.push_back(kernel.source);
-    const LibraryBuild built = build_kernel_libraries({source}, settings).front();
+    const LibraryBuild built = build_kernel_libraries({library_source(build.rendered)}, settings).front();
     ++(built.cache_hit ? report.libraries_cached : report.libraries_compiled);
     library = built.library;
   }
@@ -113,15 +122,8 @@ std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::
       out << build.rendered.text();
       if (!out) throw UserError("--dump-dir: cannot write " + path, kExitFailure);
     }
-    report.kernels += static_cast<int>(build.schedule.kernels.size());
-    report.fused_nodes += build.schedule.fused_nodes();
-    report.aten_calls += static_cast<int>(build.schedule.steps.size() - build.schedule.kernels.size());
-    report.arena_bytes += build.plan.arena_bytes();
-    report.planned_bytes += build.plan.planned_bytes;
-    if (build.rendered.kernels.empty()) continue;
-    LibrarySource source{build.rendered.prelude, {}};
-    for (const codegen::RenderedKernel& kernel : build.rendered.kernels) source.kernels.push_back(kernel.source);
-    sources.push_back(std::move(source));
+    account(build, report);
+    if (!build.rendered.kernels.empty()) sources.push_back(library_source(build.rendered));
   }
   const std::vector<LibraryBuild> libraries = build_kernel_libraries(sources, settings);
   for (const LibraryBuild& library : libraries) ++(library.cache_hit ? report.libraries_cached : report.libraries_compiled);

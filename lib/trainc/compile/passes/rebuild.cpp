@@ -22,4 +22,11 @@ Graph keep_nodes(const Graph& graph, const std::vector<bool>& keep, const std::v
   return Graph::from_nodes(std::move(nodes), std::move(outputs));
 }
 
+ValueId copy_node(Graph& result, const Node& node, const std::vector<ValueId>& new_id) {
+  if (node.op == Op::input) return result.add_input(node.name, node.type);
+  std::vector<ValueId> inputs;
+  for (ValueId in : node.inputs) inputs.push_back(new_id[static_cast<std::size_t>(in)]);
+  return result.add(node.op, inputs, node.attrs);
+}
+
 }  // namespace trainc::ir

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "trainc/compile/passes/dce.h"
+#include "trainc/compile/passes/rebuild.h"
 
 namespace trainc::ir {
 namespace {
@@ -69,13 +70,7 @@ Graph slice_grads_to_concat(const Graph& graph) {
         continue;
       }
     }
-    if (node.op == Op::input) {
-      new_id[static_cast<std::size_t>(id)] = result.add_input(node.name, node.type);
-      continue;
-    }
-    std::vector<ValueId> inputs;
-    for (ValueId in : node.inputs) inputs.push_back(new_id[static_cast<std::size_t>(in)]);
-    new_id[static_cast<std::size_t>(id)] = result.add(node.op, inputs, node.attrs);
+    new_id[static_cast<std::size_t>(id)] = copy_node(result, node, new_id);
   }
   for (ValueId out : graph.outputs()) result.mark_output(new_id[static_cast<std::size_t>(out)]);
   return eliminate_dead_code(result);

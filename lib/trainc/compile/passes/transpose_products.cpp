@@ -1,6 +1,7 @@
 #include "trainc/compile/passes/transpose_products.h"
 
 #include "trainc/compile/passes/dce.h"
+#include "trainc/compile/passes/rebuild.h"
 
 namespace trainc::ir {
 
@@ -18,10 +19,6 @@ Graph transpose_products(const Graph& graph) {
   swap.ints = {1, 0};
   for (ValueId id = 0; id < graph.size(); ++id) {
     const Node& node = graph.node(id);
-    if (node.op == Op::input) {
-      new_id[static_cast<std::size_t>(id)] = result.add_input(node.name, node.type);
-      continue;
-    }
     if (node.op == Op::permute && node.attrs.ints == swap.ints) {
       const Node& product = graph.node(node.inputs[0]);
       if (product.op == Op::matmul && uses[static_cast<std::size_t>(node.inputs[0])] == 1 && graph.type(product.inputs[0]).rank() == 2 &&
@@ -33,9 +30,7 @@ Graph transpose_products(const Graph& graph) {
         continue;
       }
     }
-    std::vector<ValueId> inputs;
-    for (ValueId in : node.inputs) inputs.push_back(new_id[static_cast<std::size_t>(in)]);
-    new_id[static_cast<std::size_t>(id)] = result.add(node.op, inputs, node.attrs);
+    new_id[static_cast<std::size_t>(id)] = copy_node(result, node, new_id);
   }
   for (ValueId out : graph.outputs()) result.mark_output(new_id[static_cast<std::size_t>(out)]);
   return eliminate_dead_code(result);

@@ -121,7 +121,8 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
   std::vector<void*> pointers;
   for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
     const ScheduleStep& step = schedule_.steps[s];
-    const auto start = std::chrono::steady_clock::now();
+    const bool profiling = !step_seconds_.empty();
+    const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (step.kind == ScheduleStep::Kind::aten) {
       const ir::Node& node = graph_.node(step.index);
       std::vector<at::Tensor> args;
@@ -152,7 +153,7 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
       }
       functions_[k](pointers.data());
     }
-    if (!step_seconds_.empty()) step_seconds_[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (profiling) step_seconds_[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (ir::ValueId id : release_[s]) values[static_cast<std::size_t>(id)].reset();
   }
   std::vector<at::Tensor> outputs;
