@@ -86,6 +86,14 @@ std::vector<ExecCase> cases() {
          scores = scores.masked_fill(torch::ones({4, 4}, torch::kBool).triu(1), -INFINITY);
          return torch::matmul(torch::softmax(scores, -1), x[2]);
        }},
+      {Op::attention_grad, {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3})}, causal, [](auto& x) {
+         std::vector<torch::Tensor> qkv = {x[0].clone().requires_grad_(true), x[1].clone().requires_grad_(true),
+                                           x[2].clone().requires_grad_(true)};
+         auto scores = torch::matmul(qkv[0], qkv[1].transpose(-2, -1)) / std::sqrt(3.0);
+         scores = scores.masked_fill(torch::ones({4, 4}, torch::kBool).triu(1), -INFINITY);
+         torch::matmul(torch::softmax(scores, -1), qkv[2]).backward(x[3]);
+         return torch::stack({qkv[0].grad(), qkv[1].grad(), qkv[2].grad()});
+       }},
       {Op::conv2d, {r({1, 2, 5, 5}), r({3, 2, 3, 3})}, with_ints({1, 1}), [](auto& x) {
          return torch::nn::functional::conv2d(x[0], x[1], torch::nn::functional::Conv2dFuncOptions().padding(1));
        }},

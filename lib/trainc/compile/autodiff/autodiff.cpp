@@ -112,7 +112,7 @@ bool differentiable_input(Op op, std::size_t index) {
   }
 }
 
-// The attention gradient, in primitives: recompute the probabilities, then
+// The attention gradient, in primitives (for q, k, v of different shapes): recompute the probabilities, then
 //   dv = p^T g,  dp = g v^T,  ds = p (dp - rowsum(dp p)),  dq = ds k scale,  dk = ds^T q scale.
 std::vector<ValueId> attention_grads(Backward& b, const ir::Node& node, ValueId grad) {
   const DType dtype = b.type(node.inputs[0]).dtype;
@@ -265,7 +265,21 @@ std::vector<ValueId> input_grads(Backward& b, ValueId id, const ir::Node& node, 
       vocab.ints = {shape(0)[0]};
       return {b.add(Op::embedding_grad, {g, in(1)}, vocab), -1};
     }
-    case Op::attention: return attention_grads(b, node, g);
+    case Op::attention: {
+      // Self-attention (q, k, v and the gradient of one shape): one library call that recomputes
+      // the attention and differentiates it (flash or memory-efficient kernels on a GPU), never
+      // materializing the [time, time] probabilities the primitive rule below needs.
+      const ir::TensorType q = b.type(in(0));
+      if (!(b.type(in(1)) == q && b.type(in(2)) == q && b.type(g) == q)) return attention_grads(b, node, g);
+      const ValueId stacked = b.add(Op::attention_grad, {in(0), in(1), in(2), g}, node.attrs);
+      std::vector<ValueId> grads;
+      for (int64_t i = 0; i < 3; ++i) {
+        Attributes one;
+        one.ints = {0, i, i + 1, 1};
+        grads.push_back(b.reshape(b.add(Op::slice, {stacked}, one), q.shape));
+      }
+      return grads;
+    }
     case Op::conv2d:
       return {need[0] ? b.add(Op::conv2d_input_grad, {g, in(0), in(1)}, node.attrs) : -1,
               need[1] ? b.add(Op::conv2d_weight_grad, {g, in(0), in(1)}, node.attrs) : -1};
@@ -283,6 +297,7 @@ bool has_gradient_rule(Op op) {
     case Op::input:
     case Op::slice_backward:
     case Op::embedding_grad:
+    case Op::attention_grad:
     case Op::conv2d_input_grad:
     case Op::conv2d_weight_grad:
     case Op::max_pool2d_grad:

@@ -60,6 +60,7 @@ enum class OpKind : uint8_t {
   X(matmul_bias, kExtern, 3)      \
   X(embedding, kExtern, 2)        \
   X(attention, kExtern, 3)        \
+  X(attention_grad, kExtern, 4)   \
   X(conv2d, kExtern, 2)           \
   X(concat, kExtern, -1)          \
   X(slice_backward, kExtern, 1)   \

@@ -99,6 +99,14 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       require(k.shape[0] == v.shape[0] && k.shape[1] == v.shape[1] && k.shape[2] == v.shape[2], "attention k and v do not match");
       return {q.dtype, {q.shape[0], q.shape[1], q.shape[2], v.shape[3]}};
     }
+    case Op::attention_grad: {  // (q, k, v, grad of the output) -> [3, ...]: dq, dk, dv stacked
+      const TensorType& q = in[0];
+      require(q.rank() == 4, "attention_grad takes [batch, heads, time, dim] operands");
+      for (std::size_t i = 1; i < 4; ++i) require(in[i] == q, "attention_grad needs q, k, v and the gradient of one type");
+      TensorType out = q;
+      out.shape.insert(out.shape.begin(), 3);
+      return out;
+    }
     case Op::conv2d: {
       const TensorType& input = in[0];
       const TensorType& weight = in[1];

@@ -3,6 +3,8 @@
 #include <array>
 #include <cmath>
 
+#include <torch/csrc/autograd/autograd.h>
+
 #include "trainc/compat/torch_compat.h"
 
 namespace trainc::ir {
@@ -20,6 +22,16 @@ at::Tensor attention(const Inputs& in, const Attributes& attrs) {
     scores = scores.masked_fill(at::ones({t, s}, scores.options().dtype(at::kBool)).triu(1), -INFINITY);
   }
   return at::matmul(at::softmax(scores, -1), in[2]);
+}
+
+// dq, dk, dv stacked: the attention recomputed under autograd and differentiated, which on a GPU
+// runs the fused attention kernels' own backward.
+at::Tensor attention_grad(const Inputs& in, const Attributes& attrs) {
+  at::AutoGradMode enable_grad(true);
+  std::vector<at::Tensor> qkv;
+  for (std::size_t i = 0; i < 3; ++i) qkv.push_back(in[i].detach().requires_grad_(true));
+  const at::Tensor out = attention(qkv, attrs);
+  return at::stack(torch::autograd::grad({out}, qkv, {in[3]}));
 }
 
 std::vector<int64_t> tail(const std::vector<int64_t>& ints, std::size_t from) { return {ints.begin() + static_cast<std::ptrdiff_t>(from), ints.end()}; }
@@ -70,6 +82,7 @@ at::Tensor run_slice(const Inputs& in, const Attributes& a, at::Device device) {
 at::Tensor run_matmul(const Inputs& in, const Attributes& a, at::Device device) { return at::matmul(in[0], in[1]); }
 at::Tensor run_embedding(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding(in[0], in[1]); }
 at::Tensor run_attention(const Inputs& in, const Attributes& a, at::Device device) { return attention(in, a); }
+at::Tensor run_attention_grad(const Inputs& in, const Attributes& a, at::Device device) { return attention_grad(in, a); }
 at::Tensor run_conv2d(const Inputs& in, const Attributes& a, at::Device device) { return at::conv2d(in[0], in[1], {}, a.ints[0], a.ints[1]); }
 at::Tensor run_concat(const Inputs& in, const Attributes& a, at::Device device) { return at::cat(in, a.ints[0]); }
 at::Tensor run_slice_backward(const Inputs& in, const Attributes& a, at::Device device) { return at::slice_backward(in[0], tail(a.ints, 4), a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
