@@ -1,85 +1,113 @@
 #!/usr/bin/env bash
 # On the GPU machine (source .device-deps/env.sh first): build trainc against the PyTorch wheel's
-# LibTorch, run the test suite, then the GPT-2 124M benchmark side by side with the PyTorch peer
-# (scripts/bench/pytorch_gpt2.py), and print a short table last. Logs go to $OUT (default /tmp/trainc-gpu).
+# LibTorch, run the tests labelled `cuda`, then the benchmark side by side with the PyTorch peers
+# (scripts/bench/pytorch_gpt2.py, a plain PyTorch loop; scripts/bench/hf_trainer_gpt2.py, Hugging
+# Face's Trainer) on the same GPU, and print a short table last. Logs go to $OUT (default /tmp/trainc-gpu).
+#
+# Cases (TRAINC_GPU_CASES, default "gpt2 small"):
+#   gpt2   GPT-2 124M (12 layers, 768 wide, vocab 50257), batch 16 x 1024 tokens, bf16; 41 steps,
+#          one synchronization every 10 steps
+#   small  the launch-bound case: 4 layers, 256 wide, 4 heads, block 256, batch 8 x 256 tokens,
+#          bf16; 501 steps, one synchronization every 50 steps
+# Each run's figure is the median step time over those intervals after the first one.
+# Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs reduce-overhead aot_eager),
+# TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
+# (Trainer, gpt2 case only: none default). TRAINC_GPU_TESTS=0 skips the tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/trainc-gpu}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' >> "$OUT/gpu.txt" 2>&1
+python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)' >> "$OUT/gpu.txt" 2>&1
 
 step() { echo "== $1 ($(date +%T))"; }
 step build
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINC_BUILD_TESTS=ON > "$OUT/cmake.log" 2>&1 &&
   cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1
-build_rc=$?
-if [[ $build_rc -ne 0 ]]; then tail -n 40 "$OUT/build.log" "$OUT/cmake.log"; exit 1; fi
+if [[ $? -ne 0 ]]; then tail -n 40 "$OUT/build.log" "$OUT/cmake.log"; exit 1; fi
 
 test_summary="not run (TRAINC_GPU_TESTS=0)"
 if [[ "${TRAINC_GPU_TESTS:-1}" == 1 ]]; then
-  step tests
-  ctest --test-dir build-gpu -j8 --output-on-failure --timeout 300 > "$OUT/ctest.log" 2>&1
+  step "tests labelled cuda"
+  ctest --test-dir build-gpu -L cuda --verbose --timeout 300 > "$OUT/ctest.log" 2>&1  # verbose: the tests' measured differences
+  grep -E "^[0-9]+: (whole-step|  largest)|largest relative" "$OUT/ctest.log" > "$OUT/cuda-test-figures.log"
   test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
-elif [[ -n "${TRAINC_GPU_TEST_FILTER:-}" ]]; then
-  step "tests $TRAINC_GPU_TEST_FILTER"
-  build-gpu/tests/trainc_tests "$TRAINC_GPU_TEST_FILTER" > "$OUT/tests.log" 2>&1
-  test_summary="$TRAINC_GPU_TEST_FILTER: $(tail -n 2 "$OUT/tests.log" | tr -s '\n' ' ')"
 fi
 
-# Median step time over 10-step intervals (steps 12 onwards), from trainc's metrics.jsonl.
-trainc_run() {  # name, extra flags
-  local name=$1; shift
-  step "trainc $name"
-  local start=$(date +%s.%N)
-  build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$name" --max-steps 41 \
-    --logging-steps 10 --logging-first-step "$@" \
-    > "$OUT/$name.log" 2>&1
+# Case settings: trainc flags, PyTorch peer flags, tokens per step.
+declare -A TRAINC_FLAGS PEER_FLAGS TOKENS
+TRAINC_FLAGS[gpt2]="--max-steps 41 --logging-steps 10"
+PEER_FLAGS[gpt2]="--steps 41 --interval 10"
+TOKENS[gpt2]=$((16 * 1024))
+TRAINC_FLAGS[small]="--model.n-layer 4 --model.n-embd 256 --model.n-head 4 --model.block-size 256 --per-device-train-batch-size 8
+  --data.num-samples 8192 --max-steps 501 --logging-steps 50"
+PEER_FLAGS[small]="--steps 501 --interval 50 --batch 8 --block 256 --n-layer 4 --n-head 4 --n-embd 256"
+TOKENS[small]=$((8 * 256))
+
+trainc_run() {  # case, run name, extra flags
+  local case=$1 name=$2; shift 2
+  step "$case: trainc $name"
+  # shellcheck disable=SC2086
+  timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-$name" --logging-first-step \
+    ${TRAINC_FLAGS[$case]} "$@" > "$OUT/$case-$name.log" 2>&1
   local rc=$?
-  python3 - "$OUT/$name/metrics.jsonl" "$name" "$rc" <<'PY' >> "$OUT/results.jsonl"
+  python3 - "$OUT/$case-$name/metrics.jsonl" "$case" "$name" "$rc" "${TOKENS[$case]}" <<'PY' >> "$OUT/results.jsonl"
 import json, statistics, sys
-path, name, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+path, case, name, rc, tokens = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 rows = [json.loads(l) for l in open(path)] if rc == 0 else []
-# Records: step 1 alone, then one per 10 steps (their mean step time); the first interval warms up.
+# Records: step 1 alone, then one per interval (their mean step time); the first interval warms up.
 steps = [r for r in rows if "step_time_ms" in r]
 peak = next((r["peak_memory_gb"] for r in rows if "peak_memory_gb" in r), None)
+setup = sum(r.get("compile_seconds", 0) + r.get("capture_seconds", 0) for r in rows if "input_signature" in r)
 median = statistics.median(r["step_time_ms"] for r in steps[2:]) if len(steps) > 2 else float("nan")
-print(json.dumps({"peer": "trainc", "compile": name, "rc": rc, "median_step_ms": median,
-                  "tokens_per_second": 16 * 1024 / (median / 1000) if steps else 0,
-                  "first_step_s": steps[0]["step_time_ms"] / 1000 if steps else None, "peak_memory_gb": peak,
+print(json.dumps({"case": case, "peer": "trainc", "compile": name, "rc": rc, "median_step_ms": median,
+                  "tokens_per_second": tokens / (median / 1000) if steps else 0,
+                  # the first step's time with its compile and capture, as the peers measure it
+                  "first_step_s": steps[0]["step_time_ms"] / 1000 + setup if steps else None, "peak_memory_gb": peak,
                   "final_loss": steps[-1]["loss"] if steps else None}))
 PY
 }
-rm -f "$OUT/results.jsonl"
-# TRAINC_GPU_BACKENDS: the trainc runs, by compile backend (eager: not compiled).
-for backend in ${TRAINC_GPU_BACKENDS:-eager}; do
-  if [[ $backend == eager ]]; then trainc_run eager; else trainc_run "$backend" --torch-compile-backend "$backend"; fi
-done
-for mode in ${TRAINC_GPU_PEER_MODES:-none default}; do
-  step "pytorch $mode"
-  timeout 300 python3 scripts/bench/pytorch_gpt2.py --compile "$mode" --steps 41 >> "$OUT/results.jsonl" 2> "$OUT/pytorch_$mode.log"
-done
+peer_run() {  # case, script, peer name, mode
+  local case=$1 script=$2 peer=$3 mode=$4
+  step "$case: $peer $mode"
+  # shellcheck disable=SC2086
+  timeout 400 python3 "scripts/bench/$script" --compile "$mode" ${PEER_FLAGS[$case]} 2> "$OUT/$case-$peer-$mode.log" |
+    tee -a "$OUT/$case-$peer-$mode.log" | grep '^{"peer"' |
+    python3 -c 'import json,sys; [print(json.dumps({"case": sys.argv[1], **json.loads(l)})) for l in sys.stdin]' "$case" \
+    >> "$OUT/results.jsonl"
+}
 
-if [[ "${TRAINC_GPU_ASAN:-0}" == 1 ]]; then
-  step "asan tests"
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINC_PCH=OFF \
-    -DCMAKE_CXX_FLAGS="-fsanitize=address -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" \
-    > "$OUT/asan-cmake.log" 2>&1 && timeout 240 cmake --build build-asan -j"$(nproc)" --target trainc_tests > "$OUT/asan-build.log" 2>&1
-  ASAN_OPTIONS=detect_leaks=0 timeout 60 build-asan/tests/trainc_tests "enumerations list their valid values" > "$OUT/asan-test.log" 2>&1
-  tail -n 5 "$OUT/asan-build.log"; head -60 "$OUT/asan-test.log"
-fi
+rm -f "$OUT/results.jsonl"
+for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
+  for run in ${TRAINC_GPU_BACKENDS:-eager cudagraphs reduce-overhead}; do
+    case $run in
+      eager) trainc_run "$case" eager ;;
+      reduce-overhead) trainc_run "$case" reduce-overhead --torch-compile-mode reduce-overhead ;;
+      *) trainc_run "$case" "$run" --torch-compile-backend "$run" ;;
+    esac
+  done
+  for mode in ${TRAINC_GPU_PEER_MODES:-none default reduce-overhead}; do peer_run "$case" pytorch_gpt2.py pytorch "$mode"; done
+  if [[ $case == gpt2 ]]; then
+    for mode in ${TRAINC_GPU_HF_MODES:-none default}; do peer_run "$case" hf_trainer_gpt2.py hf_trainer "$mode"; done
+  fi
+done
 
 echo
 cat "$OUT/gpu.txt"
 echo "tests: $test_summary"
+[[ -s "$OUT/cuda-test-figures.log" ]] && grep -o "largest.*" "$OUT/cuda-test-figures.log"
 python3 - "$OUT/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-base = next((r for r in rows if r["peer"] == "pytorch" and r["compile"] == "none"), None)
-print(f"{'run':<22}{'ms/step':>10}{'tokens/s':>12}{'vs torch eager':>16}{'first step s':>14}{'peak GB':>9}{'last loss':>11}")
-for r in rows:
-    ratio = r["tokens_per_second"] / base["tokens_per_second"] if base and r["tokens_per_second"] else float("nan")
-    peak = r.get("peak_memory_gb")
-    print(f"{r['peer'] + ' ' + r['compile']:<22}{r['median_step_ms']:>10.1f}{r['tokens_per_second']:>12.0f}{ratio:>16.2f}"
-          f"{(r['first_step_s'] or 0):>14.1f}{(peak if peak else float('nan')):>9.1f}{(r.get('final_loss') or float('nan')):>11.4f}")
+nan = float("nan")
+for case in dict.fromkeys(r["case"] for r in rows):
+    runs = [r for r in rows if r["case"] == case]
+    peers = [r for r in runs if r["peer"] != "trainc" and r.get("tokens_per_second")]
+    print(f"\n{case}: {'run':<26}{'ms/step':>9}{'tokens/s':>11}{'first step s':>13}{'peak GB':>9}{'last loss':>10}"
+          + "".join(f"{'/' + p['peer'][:2] + ' ' + p['compile'][:8]:>14}" for p in peers))
+    for r in runs:
+        ratios = "".join(f"{r['tokens_per_second'] / p['tokens_per_second'] if r.get('tokens_per_second') else nan:>14.2f}"
+                         for p in peers) if r["peer"] == "trainc" else ""
+        print(f"{'':>{len(case) + 2}}{r['peer'] + ' ' + r['compile']:<26}{r['median_step_ms']:>9.2f}{r['tokens_per_second']:>11.0f}"
+              f"{(r.get('first_step_s') or nan):>13.1f}{(r.get('peak_memory_gb') or nan):>9.1f}{(r.get('final_loss') or nan):>10.4f}{ratios}")
 PY

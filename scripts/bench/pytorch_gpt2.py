@@ -2,8 +2,9 @@
 (the layout of lib/trainc/models/gpt.cpp: pre-LayerNorm blocks, tanh GELU, tied head), the same
 batch and precision: bf16 autocast, fused AdamW, gradient clipping at 1.0, synthetic tokens.
 
-Prints one JSON line: median step time over 10-step intervals after the first ones, tokens/s, first-step time and peak
-GPU memory. Usage: python3 pytorch_gpt2.py --compile {none,default,reduce-overhead} [--steps 40]
+Prints one JSON line: median step time over --interval-step intervals after the first one, tokens/s, first-step time and peak
+GPU memory. Usage: python3 pytorch_gpt2.py --compile {none,default,reduce-overhead} [--steps 40] [--interval 10]
+(and --batch, --block, --n-layer, --n-head, --n-embd, --vocab for other sizes)
 """
 import argparse
 import json
@@ -59,6 +60,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--compile", default="none", choices=["none", "default", "reduce-overhead"])
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--interval", type=int, default=10, help="steps between synchronizations")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--block", type=int, default=1024)
     parser.add_argument("--n-layer", type=int, default=12)
@@ -93,7 +95,7 @@ def main():
         window = torch.stack([tokens[s:s + args.block + 1] for s in starts.tolist()]).pin_memory()
         return window[:, :-1].to(device, non_blocking=True), window[:, 1:].to(device, non_blocking=True)
 
-    # The first step alone (compilation included), then intervals of 10 steps timed with one
+    # The first step alone (compilation included), then intervals of --interval steps timed with one
     # synchronization at each end: no per-step host sync, as trainc logs every 10 steps.
     start = time.perf_counter()
     loss = step(*batch())
@@ -102,7 +104,7 @@ def main():
     intervals = []
     done = 1
     while done < args.steps:
-        count = min(10, args.steps - done)
+        count = min(args.interval, args.steps - done)
         start = time.perf_counter()
         for _ in range(count):
             loss = step(*batch())

@@ -1,4 +1,4 @@
-// defines: AutocastScope, cpu_rng_state, set_cpu_rng_state, attention, kTorchVersionText
+// defines: AutocastScope, optimizer_state_key, causal_attention, fused_adamw_update, kTorchVersionText
 //
 // The one place where LibTorch versions differ: Debian's LibTorch 1.13 (CPU machines, CI) and the
 // PyTorch 2.x wheel's LibTorch (GPU machines). Everything else in trainc is version-agnostic.
@@ -75,6 +75,25 @@ inline auto optimizer_state_key(const at::Tensor& parameter) {
   return static_cast<void*>(parameter.unsafeGetTensorImpl());
 #else
   return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+#endif
+}
+
+// AdamW's update of one parameter group on a GPU in fused multi-tensor kernels, reading the
+// learning rate and the (already advanced) step counts from device tensors, as torch.optim.AdamW
+// with fused=True does. PyTorch 2.x only: returns false on 1.13 (no fused AdamW), and the caller
+// does the same arithmetic tensor by tensor.
+inline bool fused_adamw_update(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                               at::TensorList steps, const at::Tensor& learning_rate, double beta1, double beta2,
+                               double weight_decay, double eps) {
+#if TRAINC_TORCH_2
+  if (!params.front().is_cuda()) return false;
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, learning_rate, beta1, beta2, weight_decay,
+                    eps, /*amsgrad=*/false, /*maximize=*/false);
+  return true;
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)learning_rate, (void)beta1, (void)beta2,
+      (void)weight_decay, (void)eps;
+  return false;
 #endif
 }
 

@@ -12,6 +12,7 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/torch_compat.h"
+#include "trainc/train/capturable_optimizer.h"
 
 namespace trainc {
 namespace fs = std::filesystem;
@@ -100,6 +101,8 @@ std::string save_checkpoint(const std::string& output_dir, Model& model, torch::
   weights.save_to((temp_dir / "model.pt").string());
   if (optimizer != nullptr) {
     torch::serialize::OutputArchive optimizer_archive;
+    // A capturable optimizer counts its steps on the device; the checkpoint holds them as eager's do.
+    if (auto* on_device = dynamic_cast<DeviceStateOptimizer*>(optimizer)) on_device->store_device_state();
     optimizer->save(optimizer_archive);
     optimizer_archive.save_to((temp_dir / "optimizer.pt").string());
   }

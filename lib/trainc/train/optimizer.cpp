@@ -2,11 +2,12 @@
 
 #include <torch/optim/sgd.h>
 
+#include "trainc/train/capturable_optimizer.h"
 #include "trainc/train/foreach_adamw.h"
 
 namespace trainc {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments& args, Model& model) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments& args, Model& model, bool capturable) {
   std::vector<torch::Tensor> decay, no_decay;
   for (const auto& [name, parameter] : model.named_parameters()) {
     if (!parameter.requires_grad()) continue;
@@ -19,6 +20,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments&
     };
     if (!decay.empty()) groups.emplace_back(decay, options(args.weight_decay));
     if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
+    if (capturable) return std::make_unique<CapturableSGD>(groups, torch::optim::SGDOptions(args.learning_rate));
     return std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(args.learning_rate));
   }
   // adamw_torch and adamw_torch_fused: both run the multi-tensor (foreach) AdamW.
@@ -30,10 +32,15 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments&
   };
   if (!decay.empty()) groups.emplace_back(decay, options(args.weight_decay));
   if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
+  if (capturable) return std::make_unique<CapturableAdamW>(groups, torch::optim::AdamWOptions(args.learning_rate));
   return std::make_unique<ForeachAdamW>(groups, torch::optim::AdamWOptions(args.learning_rate));
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate) {
+  if (auto* on_device = dynamic_cast<DeviceStateOptimizer*>(&optimizer)) {
+    on_device->set_device_learning_rate(learning_rate);
+    return;
+  }
   for (auto& group : optimizer.param_groups()) group.options().set_lr(learning_rate);
 }
 

@@ -14,8 +14,11 @@
 
 namespace trainc {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments& args, Model& model);
+// capturable: the learning rate and step counts live on the device (CapturableAdamW / CapturableSGD),
+// for a step captured as a CUDA graph.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments& args, Model& model, bool capturable = false);
 
+// Sets every group's learning rate; a capturable optimizer's device copy too (no host sync).
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate);
 
 }  // namespace trainc

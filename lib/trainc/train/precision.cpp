@@ -3,6 +3,7 @@
 #include <ATen/Context.h>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/cuda_graph.h"
 
 namespace trainc {
 
@@ -20,9 +21,16 @@ Precision resolve_precision(const TrainingArguments& args, c10::Device device) {
   }
   if (args.fp16) {
     if (!device.is_cuda()) throw UserError("fp16: float16 autocast needs a CUDA GPU; on the CPU use bf16: true");
-    precision = {true, c10::kHalf, device.type(), "fp16 autocast + loss scaling"};
+    precision = {true, c10::kHalf, device.type(), "fp16 autocast + loss scaling", ""};
   } else if (args.bf16) {
-    precision = {true, c10::kBFloat16, device.type(), "bf16 autocast"};
+    precision = {true, c10::kBFloat16, device.type(), "bf16 autocast", ""};
+  }
+  const int compute_capability = cuda_compute_capability(device).value_or(0);
+  if (args.torch_compile && !args.tf32 && !args.fp16 && compute_capability >= 8) {
+    at::globalContext().setAllowTF32CuBLAS(true);
+    at::globalContext().setAllowTF32CuDNN(true);
+    precision.tf32_note = "on: compiling on a compute capability " + std::to_string(compute_capability) +
+                          " GPU with tf32 unset turns it on, as Hugging Face does (tf32: false keeps it off)";
   }
   return precision;
 }

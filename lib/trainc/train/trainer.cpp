@@ -110,7 +110,7 @@ void Trainer::prepare_output_dir() {
 
 void Trainer::print_header() const {
   const int64_t accumulation = args_.gradient_accumulation_steps;
-  const std::vector<std::pair<std::string, std::string>> rows = {
+  std::vector<std::pair<std::string, std::string>> rows = {
       {"config", config_source_},
       {"model", model_->describe() + " (" + std::to_string(model_->parameter_count()) + " parameters)"},
       {"data", data_.description},
@@ -123,9 +123,11 @@ void Trainer::print_header() const {
       {"optimizer", args_.optim + ", lr " + format_number(args_.learning_rate) + " " + args_.lr_scheduler_type +
                         ", weight_decay " + format_number(args_.weight_decay) + ", max_grad_norm " +
                         format_number(args_.max_grad_norm)},
-      {"compile", backend_ ? "backend " + backend_->describe() : "off (eager)"},
+      {"compile", backend_ ? "backend " + backend_->describe() + (backend_->whole_step_graph ? ", whole step as a CUDA graph" : "")
+                           : "off (eager)"},
       {"output_dir", args_.output_dir},
   };
+  if (!precision_.tf32_note.empty()) rows.insert(rows.begin() + 4, {"tf32", precision_.tf32_note});
   for (const auto& [key, value] : rows) {
     std::string padded = key;
     padded.resize(11, ' ');
@@ -133,20 +135,46 @@ void Trainer::print_header() const {
   }
 }
 
-void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, torch::Tensor& grad_norm) {
-  const auto count = static_cast<double>(micro_batches.size());
-  loss = torch::zeros({}, torch::TensorOptions().device(device_));
-  for (Batch& batch : micro_batches) {
+torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
+  const auto count = static_cast<double>(inputs.size());
+  torch::Tensor loss = torch::zeros({}, torch::TensorOptions().device(device_));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (compiler_) {
       // The compiled backward is seeded with the same factor eager backward() gets.
       const double seed = (scaler_.enabled() ? scaler_.scale() : 1.0) / count;
-      loss += compiler_->run(batch.inputs, batch.targets, seed) / count;
+      loss += compiler_->run(inputs[i], targets[i], seed) / count;
       continue;
     }
-    const torch::Tensor micro_loss = loss_fn_(batch.inputs, batch.targets) / count;
+    const torch::Tensor micro_loss = loss_fn_(inputs[i], targets[i]) / count;
     (scaler_.enabled() ? micro_loss * scaler_.scale() : micro_loss).backward();
     loss += micro_loss.detach();
   }
+  return loss;
+}
+
+StepResult Trainer::whole_step(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
+  StepResult result;
+  result.loss = accumulate_gradients(inputs, targets);
+  result.grad_norm = clip_grad_norm(parameters_, args_.max_grad_norm);
+  optimizer_->step();  // capturable: reads the learning rate written before the replay
+  return result;
+}
+
+void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, torch::Tensor& grad_norm) {
+  std::vector<torch::Tensor> inputs, targets;
+  for (const Batch& batch : micro_batches) {
+    inputs.push_back(batch.inputs);
+    targets.push_back(batch.targets);
+  }
+  const double learning_rate = args_.learning_rate * schedule_(state_.global_step);
+  if (step_graphs_) {
+    set_learning_rate(*optimizer_, learning_rate);  // a write on the device, before the replay reads it
+    const StepResult result = step_graphs_->run(inputs, targets);
+    loss = result.loss;
+    grad_norm = result.grad_norm;
+    return;
+  }
+  loss = accumulate_gradients(inputs, targets);
   if (scaler_.enabled()) {
     for (torch::Tensor& parameter : parameters_) {
       if (parameter.grad().defined()) parameter.grad().mul_(1.0 / scaler_.scale());
@@ -156,7 +184,7 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
   // fp16 decides on the host whether the gradients overflowed: one sync per step, as GradScaler.
   const bool take_step = !scaler_.enabled() || scaler_.update(std::isfinite(grad_norm.item<double>()));
   if (take_step) {
-    set_learning_rate(*optimizer_, args_.learning_rate * schedule_(state_.global_step));
+    set_learning_rate(*optimizer_, learning_rate);
     optimizer_->step();
   }
   optimizer_->zero_grad();
@@ -279,7 +307,7 @@ void Trainer::setup() {
   for (const auto& item : model_->named_parameters()) {
     if (item.second.requires_grad()) parameters_.push_back(item.second);
   }
-  optimizer_ = make_optimizer(args_, *model_);
+  optimizer_ = make_optimizer(args_, *model_, /*capturable=*/backend_ && backend_->whole_step_graph);
   plan_ = plan_steps(args_, data_.train->size());
   schedule_ = make_lr_schedule(args_.lr_scheduler_type, args_.lr_scheduler_kwargs, plan_.warmup_steps, plan_.total_steps,
                                args_.learning_rate);
@@ -298,7 +326,18 @@ void Trainer::setup() {
 }
 
 void Trainer::start_compiler() {
-  if (!backend_ || backend_->backend == "eager") return;
+  if (backend_ && backend_->whole_step_graph) {
+    auto on_event = [this](const GraphEvent& event) {
+      record({{"cuda_graph", event.outcome}, {"input_signature", event.signature}, {"capture_seconds", event.seconds}}, state_.epoch);
+      reporter_->info("cuda graph: " + event.outcome +
+                      (event.outcome == "captured" ? " in " + format_number(event.seconds, 3) + " s" : "") + " (" + event.signature + ")");
+    };
+    step_graphs_ = std::make_unique<StepGraphs>(
+        device_, parameters_, [this](const auto& inputs, const auto& targets) { return whole_step(inputs, targets); }, on_event,
+        [this](const std::string& warning) { reporter_->warn(warning); });
+  }
+  // cudagraphs records eager autograd; the other backends run compiled programs.
+  if (!backend_ || backend_->backend == "eager" || backend_->backend == "cudagraphs") return;
   CompileOptions options;
   options.backend = backend_->backend;
   options.fullgraph = args_.torch_compile_fullgraph;
@@ -409,11 +448,11 @@ int Trainer::train() {
       for (const Batch& batch : micro_batches) samples += batch.size();
       torch::Tensor loss, grad_norm;
       run_step(micro_batches, loss, grad_norm);
-      if (compiler_) {
-        // Compile time is reported on its own (compile_seconds), not as step time.
-        const auto compile_time = std::chrono::duration<double>(compiler_->take_compile_seconds());
-        last_log_time_ += std::chrono::duration_cast<std::chrono::steady_clock::duration>(compile_time);
-      }
+      // Compile and capture times are reported on their own (compile_seconds, capture_seconds), not as step time.
+      double setup_seconds = 0.0;
+      if (compiler_) setup_seconds += compiler_->take_compile_seconds();
+      if (step_graphs_) setup_seconds += step_graphs_->take_capture_seconds();
+      last_log_time_ += std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(setup_seconds));
       ++state_.global_step;
       ++step_in_epoch;
       const torch::Tensor finite = torch::isfinite(loss);

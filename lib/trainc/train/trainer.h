@@ -14,6 +14,7 @@
 #include <string>
 
 #include "trainc/compile/planner.h"
+#include "trainc/compile/runtime/step_graphs.h"
 #include "trainc/config/training_arguments.h"
 #include "trainc/data/dataset.h"
 #include "trainc/models/model.h"
@@ -53,6 +54,11 @@ class Trainer {
   void print_header() const;
   // One optimizer step. The loss and gradient norm stay on the device: no host sync.
   void run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, torch::Tensor& grad_norm);
+  // Forward and backward of each micro-batch (eager autograd, or the compiled step): gradients
+  // accumulate into .grad; returns the mean loss, detached.
+  torch::Tensor accumulate_gradients(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets);
+  // What a whole-step CUDA graph records: gradients, clipping and the optimizer update.
+  StepResult whole_step(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets);
   // Throws (exit 1) if any step so far had a non-finite loss. A host sync: called at every step on
   // the CPU, and before each log record, evaluation and save on a GPU.
   void check_finite_loss();
@@ -76,6 +82,7 @@ class Trainer {
   LossFunction loss_fn_;  // one micro-batch: autocast forward, then the loss in float32
   std::optional<BackendChoice> backend_;
   std::unique_ptr<StepCompiler> compiler_;  // set when a compiling backend runs the steps
+  std::unique_ptr<StepGraphs> step_graphs_;  // set when the steps run as CUDA graphs
   StepPlan plan_;
   LrSchedule schedule_;
   TrainerState state_;

@@ -9,7 +9,8 @@ const std::vector<BackendInfo>& compile_backends() {
       {"eager", true, "no compilation: LibTorch autograd, the reference every backend is tested against"},
       {"aot_eager", true, "capture, joint forward/backward graph and partition, run op by op through ATen; no fusion"},
       {"inductor", true, "fusion into generated C++ kernels (CPU), a memory plan and a kernel cache; ATen for matmul and convolution"},
-      {"cudagraphs", false, "needs whole-step CUDA graph capture, which this build of trainc does not have yet"},
+      {"cudagraphs", true, "the whole step (eager autograd's forward and backward, clipping, the optimizer update) captured once "
+                           "as a CUDA graph and replayed; no code generation"},
       {"ipex", false, "needs Intel Extension for PyTorch, which trainc is not built with"},
       {"hpu_backend", false, "needs Habana's SynapseAI runtime and an HPU, which trainc is not built with"},
       {"neuron", false, "needs the AWS Neuron SDK and a Trainium or Inferentia device, which trainc is not built with"},
@@ -18,7 +19,9 @@ const std::vector<BackendInfo>& compile_backends() {
 }
 
 std::string BackendChoice::describe() const {
-  return backend + ", mode " + mode + (selected_from_hardware ? " (selected for the hardware)" : " (configured)");
+  const std::string origin = selected_from_hardware ? "selected for the hardware" + (selection_note.empty() ? "" : ": " + selection_note)
+                                                    : "configured";
+  return backend + ", mode " + mode + " (" + origin + ")";
 }
 
 BackendChoice select_backend(const TrainingArguments& args, const std::string& device_type) {
@@ -26,6 +29,11 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
   choice.mode = args.torch_compile_mode.value_or("default");
   if (args.torch_compile_backend) {
     choice.backend = *args.torch_compile_backend;
+  } else if (device_type == "cuda" && choice.mode == "reduce-overhead") {
+    // torch.compile would pick inductor; its CUDA graphs run here over the compiled programs.
+    choice.backend = "aot_eager";
+    choice.selected_from_hardware = true;
+    choice.selection_note = "inductor generates no CUDA kernels yet, so the CUDA graph replays the compiled programs' ATen calls";
   } else {
     // torch.compile's default on CPUs and CUDA GPUs.
     choice.backend = "inductor";
@@ -56,14 +64,25 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
     if (args.torch_compile_mode) choice.warnings.push_back("torch_compile_mode " + choice.mode + " has no effect with backend eager");
     return choice;
   }
-  if (choice.mode == "reduce-overhead") {
-    if (device_type != "cuda") {
-      choice.warnings.push_back("torch_compile_mode reduce-overhead uses CUDA graphs, which need a CUDA device; on " + device_type +
-                                " the step runs in mode default");
-      choice.mode = "default";
-    } else {
-      throw UserError("torch_compile_mode: reduce-overhead needs whole-step CUDA graph capture, which this build of trainc does not "
-                      "have yet; use torch_compile_mode: default");
+  if (choice.backend == "cudagraphs" && device_type != "cuda") {
+    throw UserError("torch_compile_backend: cudagraphs captures the training step as a CUDA graph, which needs a CUDA device; this run "
+                    "is on " + device_type + "; set torch_compile_backend: aot_eager (compiled, run through ATen) or eager");
+  }
+  if (choice.mode == "reduce-overhead" && device_type != "cuda") {
+    choice.warnings.push_back("torch_compile_mode reduce-overhead uses CUDA graphs, which need a CUDA device; on " + device_type +
+                              " the step runs in mode default");
+    choice.mode = "default";
+  }
+  choice.whole_step_graph = choice.backend == "cudagraphs" || choice.mode == "reduce-overhead";
+  if (choice.whole_step_graph) {
+    const std::string graphs = choice.backend == "cudagraphs" ? "torch_compile_backend: cudagraphs" : "torch_compile_mode: reduce-overhead";
+    if (args.fp16) {
+      throw UserError("fp16: true with " + graphs + ": fp16's dynamic loss scaling decides on the host at every step whether to skip "
+                      "it, which a replayed CUDA graph cannot do; use bf16: true, or torch_compile_mode: default");
+    }
+    if (args.gradient_checkpointing) {
+      throw UserError("gradient_checkpointing: true with " + graphs + ": recomputing a checkpointed segment restores the random "
+                      "generator's state from the host, which a CUDA graph cannot replay; turn one of them off");
     }
   }
   if ((choice.mode == "max-autotune" || choice.mode == "max-autotune-no-cudagraphs") && choice.backend == "inductor") {

@@ -24,6 +24,8 @@ struct BackendChoice {
   std::string backend;  // "eager" runs uncompiled
   std::string mode;     // "default" unless configured
   bool selected_from_hardware = false;
+  std::string selection_note;          // why the hardware selection differs from torch.compile's
+  bool whole_step_graph = false;       // the step runs as a CUDA graph (cudagraphs, reduce-overhead)
   std::vector<std::string> warnings;  // e.g. reduce-overhead on the CPU
   std::string describe() const;       // "aot_eager, mode default (configured)"
 };

@@ -1,0 +1,42 @@
+// defines: CudaGraph, cuda_compute_capability
+//
+// CUDA graph capture and replay (at::cuda::CUDAGraph) behind a header that builds without CUDA.
+// On a CPU-only LibTorch (Debian's 1.13) constructing a CudaGraph throws; nothing constructs one
+// there, since the backend registry refuses CUDA graphs without a CUDA device.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+namespace trainc {
+
+// The major compute capability of a CUDA device (8: Ampere, 9: Hopper); empty without CUDA.
+std::optional<int> cuda_compute_capability(c10::Device device);
+
+// One graph and the side stream it is warmed up and captured on (capture needs a stream other
+// than the default one). Work on the side stream starts after everything already queued on the
+// current stream, and the current stream waits for it.
+class CudaGraph {
+ public:
+  explicit CudaGraph(c10::Device device);
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  // Executes `work` on the side stream (the warm-up before a capture).
+  void run(const std::function<void()>& work);
+  // Records `work` into the graph without running it. What it allocates comes from the graph's
+  // own memory pool and keeps its address for every replay.
+  void capture(const std::function<void()>& work);
+  // Launches the recorded work on the current stream: one launch for the whole of it.
+  void replay();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainc

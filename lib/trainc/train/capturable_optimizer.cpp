@@ -1,0 +1,126 @@
+#include "trainc/train/capturable_optimizer.h"
+
+#include <ATen/ATen.h>
+
+#include "trainc/common/error.h"
+#include "trainc/compat/torch_compat.h"
+
+namespace trainc {
+namespace {
+
+// The learning-rate tensor on `device`, created on first use (the parameters' device is known by then).
+void write_learning_rate(at::Tensor& tensor, double learning_rate, std::vector<torch::optim::OptimizerParamGroup>& groups) {
+  for (auto& group : groups) group.options().set_lr(learning_rate);  // what a checkpoint records
+  if (!tensor.defined()) {
+    TRAINC_CHECK(!groups.empty() && !groups.front().params().empty(), "an optimizer without parameters");
+    tensor = at::empty({}, groups.front().params().front().options().dtype(at::kFloat));
+  }
+  tensor.fill_(learning_rate);
+}
+
+}  // namespace
+
+void CapturableAdamW::set_device_learning_rate(double learning_rate) {
+  write_learning_rate(learning_rate_, learning_rate, param_groups());
+}
+
+torch::Tensor CapturableAdamW::step(LossClosure closure) {
+  TRAINC_CHECK(learning_rate_.defined(), "CapturableAdamW::step before set_device_learning_rate");
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups()) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    TRAINC_CHECK(!options.amsgrad(), "CapturableAdamW does not implement amsgrad");
+    std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto key = optimizer_state_key(p);
+      auto found = state_.find(key);
+      if (found == state_.end()) {
+        auto state = std::make_unique<torch::optim::AdamWParamState>();
+        state->step(0);
+        state->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
+        state->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
+        found = state_.emplace(key, std::move(state)).first;
+      }
+      auto& state = static_cast<torch::optim::AdamWParamState&>(*found->second);
+      at::Tensor& step = steps_[p.unsafeGetTensorImpl()];
+      if (!step.defined()) step = at::full({}, static_cast<double>(state.step()), p.options().dtype(at::kFloat));
+      params.push_back(p);
+      grads.push_back(p.grad());
+      exp_avgs.push_back(state.exp_avg());
+      exp_avg_sqs.push_back(state.exp_avg_sq());
+      steps.push_back(step);
+    }
+    if (params.empty()) continue;
+    const double beta1 = std::get<0>(options.betas());
+    const double beta2 = std::get<1>(options.betas());
+    at::_foreach_add_(steps, 1.0);
+    if (fused_adamw_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2, options.weight_decay(),
+                           options.eps())) {
+      continue;
+    }
+    // torch::optim::AdamW's arithmetic with the learning rate and the bias corrections as tensors.
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor bias_correction1 = 1 - at::pow(beta1, steps[i]);
+      const at::Tensor bias_correction2 = 1 - at::pow(beta2, steps[i]);
+      if (options.weight_decay() != 0) params[i].mul_(1 - learning_rate_ * options.weight_decay());
+      exp_avgs[i].mul_(beta1).add_(grads[i], 1 - beta1);
+      exp_avg_sqs[i].mul_(beta2).addcmul_(grads[i], grads[i], 1 - beta2);
+      const at::Tensor denom = (exp_avg_sqs[i].sqrt() / bias_correction2.sqrt()).add_(options.eps());
+      params[i].addcdiv_(exp_avgs[i], denom.div_(-learning_rate_ / bias_correction1));
+    }
+  }
+  return loss;
+}
+
+void CapturableAdamW::store_device_state() {
+  for (auto& group : param_groups()) {
+    for (auto& p : group.params()) {
+      const auto step = steps_.find(p.unsafeGetTensorImpl());
+      const auto state = state_.find(optimizer_state_key(p));
+      if (step == steps_.end() || state == state_.end()) continue;
+      static_cast<torch::optim::AdamWParamState&>(*state->second).step(static_cast<int64_t>(step->second.item<double>()));
+    }
+  }
+}
+
+void CapturableAdamW::load(torch::serialize::InputArchive& archive) {
+  torch::optim::AdamW::load(archive);
+  steps_.clear();  // rebuilt from the loaded state by the next step
+}
+
+void CapturableSGD::set_device_learning_rate(double learning_rate) {
+  write_learning_rate(learning_rate_, learning_rate, param_groups());
+}
+
+torch::Tensor CapturableSGD::step(LossClosure closure) {
+  TRAINC_CHECK(learning_rate_.defined(), "CapturableSGD::step before set_device_learning_rate");
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  const at::Tensor negative_learning_rate = -learning_rate_;
+  for (auto& group : param_groups()) {
+    const auto& options = static_cast<const torch::optim::SGDOptions&>(group.options());
+    TRAINC_CHECK(options.momentum() == 0 && !options.nesterov(), "CapturableSGD implements SGD without momentum");
+    std::vector<at::Tensor> params, grads;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      params.push_back(p);
+      grads.push_back(p.grad());
+    }
+    if (params.empty()) continue;
+    const std::vector<at::Tensor> updates = options.weight_decay() != 0 ? at::_foreach_add(grads, params, options.weight_decay()) : grads;
+    for (std::size_t i = 0; i < params.size(); ++i) params[i].addcmul_(updates[i], negative_learning_rate);
+  }
+  return loss;
+}
+
+}  // namespace trainc

@@ -1,0 +1,54 @@
+// defines: DeviceStateOptimizer, CapturableAdamW, CapturableSGD
+//
+// Optimizers whose learning rate and step counts live in device tensors, so that their update can
+// be captured in a CUDA graph and replayed: a replay reads the learning rate written before it and
+// advances the step counts on the device, where host scalars would be frozen into the graph at
+// capture. Same arithmetic, options and checkpoint state as torch::optim::AdamW and SGD; the device
+// step counts are copied into that state before a checkpoint is written and rebuilt from it after
+// one is loaded, so checkpoints stay interchangeable with the eager optimizers'.
+//
+// The state (moments, step counts) is created by the first step, which must therefore run before
+// any capture: a capture records work without doing it.
+#pragma once
+
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <unordered_map>
+
+namespace trainc {
+
+class DeviceStateOptimizer {
+ public:
+  virtual ~DeviceStateOptimizer() = default;
+  // Writes the learning rate every group's update reads: one device-side fill, no host sync.
+  virtual void set_device_learning_rate(double learning_rate) = 0;
+  // Copies what lives on the device into the state a checkpoint saves (a host sync).
+  virtual void store_device_state() {}
+};
+
+class CapturableAdamW : public torch::optim::AdamW, public DeviceStateOptimizer {
+ public:
+  using torch::optim::AdamW::AdamW;
+  torch::Tensor step(LossClosure closure = nullptr) override;
+  void load(torch::serialize::InputArchive& archive) override;
+  void set_device_learning_rate(double learning_rate) override;
+  void store_device_state() override;
+
+ private:
+  at::Tensor learning_rate_;                           // float32 scalar on the parameters' device
+  std::unordered_map<const void*, at::Tensor> steps_;  // per parameter (TensorImpl), float32 on the device
+};
+
+// Plain SGD (no momentum: what make_optimizer builds for optim: sgd), learning rate on the device.
+class CapturableSGD : public torch::optim::SGD, public DeviceStateOptimizer {
+ public:
+  using torch::optim::SGD::SGD;
+  torch::Tensor step(LossClosure closure = nullptr) override;
+  void set_device_learning_rate(double learning_rate) override;
+
+ private:
+  at::Tensor learning_rate_;
+};
+
+}  // namespace trainc

@@ -1,0 +1,67 @@
+// defines: OptimizerRun, run_adamw, run_sgd — the same training-free optimizer trajectory under
+// two optimizers, for comparing a capturable optimizer with LibTorch's eager one.
+//
+// Parameters of a few shapes in two groups (weight decay on the matrices only, as make_optimizer
+// groups them), fresh random gradients at every step, a learning rate that changes at every
+// step, and one parameter that gets a gradient only on even steps (its step count falls behind).
+#pragma once
+
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "trainc/train/optimizer.h"
+
+namespace trainc::test {
+
+struct OptimizerRun {
+  std::vector<torch::Tensor> params;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+};
+
+inline std::vector<torch::Tensor> initial_parameters(torch::Device device, uint64_t seed) {
+  torch::manual_seed(seed);
+  std::vector<torch::Tensor> params;
+  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{17, 9}, {33, 4}, {9}, {4}, {5, 5}}) {
+    params.push_back(torch::randn(shape, torch::TensorOptions().device(device)).set_requires_grad(true));
+  }
+  return params;
+}
+
+inline std::vector<torch::optim::OptimizerParamGroup> adamw_groups(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  auto options = [](double weight_decay) {
+    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(weight_decay));
+  };
+  groups.emplace_back(std::vector<torch::Tensor>{params[0], params[1], params[4]}, options(0.1));
+  groups.emplace_back(std::vector<torch::Tensor>{params[2], params[3]}, options(0.0));
+  return groups;
+}
+
+inline std::vector<torch::optim::OptimizerParamGroup> sgd_groups(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<torch::Tensor>{params[0], params[1], params[4]},
+                      std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(1e-2).weight_decay(0.1)));
+  groups.emplace_back(std::vector<torch::Tensor>{params[2], params[3]},
+                      std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(1e-2)));
+  return groups;
+}
+
+// Steps [first, last) of the trajectory: gradients drawn from `gradient_seed` + step.
+inline void take_steps(OptimizerRun& run, int first, int last, uint64_t gradient_seed) {
+  for (int step = first; step < last; ++step) {
+    torch::manual_seed(gradient_seed + static_cast<uint64_t>(step));
+    for (std::size_t i = 0; i < run.params.size(); ++i) {
+      const bool skipped = i == 3 && step % 2 == 1;
+      run.params[i].mutable_grad() = skipped ? torch::Tensor() : torch::randn_like(run.params[i]);
+    }
+    set_learning_rate(*run.optimizer, 1e-2 * (1.0 + 0.5 * std::cos(0.1 * step)));
+    run.optimizer->step();
+  }
+}
+
+}  // namespace trainc::test

@@ -1,0 +1,71 @@
+// The backend registry's choice for a run on each device type, without a device: which backend and
+// mode run, whether the step becomes a CUDA graph, and the combinations refused at start.
+#include <catch2/catch.hpp>
+
+#include "trainc/common/error.h"
+#include "trainc/compile/backends/registry.h"
+
+using namespace trainc;
+using Catch::Matchers::Contains;
+
+namespace {
+
+TrainingArguments compiled(std::optional<std::string> backend, std::optional<std::string> mode) {
+  TrainingArguments args;
+  args.torch_compile = true;
+  args.torch_compile_backend = std::move(backend);
+  args.torch_compile_mode = std::move(mode);
+  return args;
+}
+
+std::string refusal(const TrainingArguments& args, const std::string& device_type) {
+  try {
+    select_backend(args, device_type);
+  } catch (const UserError& error) {
+    CHECK(error.exit_code() == 2);
+    return error.what();
+  }
+  FAIL("no refusal");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("reduce-overhead and cudagraphs make the step a CUDA graph on cuda", "[compile][registry]") {
+  const BackendChoice selected = select_backend(compiled(std::nullopt, "reduce-overhead"), "cuda");
+  CHECK(selected.backend == "aot_eager");
+  CHECK(selected.mode == "reduce-overhead");
+  CHECK(selected.whole_step_graph);
+  CHECK_THAT(selected.describe(), Contains("selected for the hardware: inductor generates no CUDA kernels yet"));
+
+  const BackendChoice configured = select_backend(compiled("aot_eager", "reduce-overhead"), "cuda");
+  CHECK(configured.whole_step_graph);
+  CHECK(configured.describe() == "aot_eager, mode reduce-overhead (configured)");
+
+  const BackendChoice graphs = select_backend(compiled("cudagraphs", std::nullopt), "cuda");
+  CHECK(graphs.whole_step_graph);
+  CHECK(graphs.mode == "default");
+
+  CHECK_FALSE(select_backend(compiled("aot_eager", std::nullopt), "cuda").whole_step_graph);
+}
+
+TEST_CASE("on the CPU reduce-overhead warns and runs mode default; cudagraphs is refused", "[compile][registry]") {
+  const BackendChoice choice = select_backend(compiled("aot_eager", "reduce-overhead"), "cpu");
+  CHECK(choice.mode == "default");
+  CHECK_FALSE(choice.whole_step_graph);
+  REQUIRE(choice.warnings.size() == 1);
+  CHECK_THAT(choice.warnings[0], Contains("on cpu the step runs in mode default"));
+  CHECK_THAT(refusal(compiled("cudagraphs", std::nullopt), "cpu"), Contains("cudagraphs captures the training step as a CUDA graph, "
+                                                                            "which needs a CUDA device; this run is on cpu"));
+}
+
+TEST_CASE("CUDA graphs refuse what a replay cannot do", "[compile][registry]") {
+  TrainingArguments fp16 = compiled(std::nullopt, "reduce-overhead");
+  fp16.fp16 = true;
+  CHECK_THAT(refusal(fp16, "cuda"), Contains("fp16: true with torch_compile_mode: reduce-overhead") && Contains("bf16: true"));
+  TrainingArguments checkpointing = compiled("cudagraphs", std::nullopt);
+  checkpointing.gradient_checkpointing = true;
+  CHECK_THAT(refusal(checkpointing, "cuda"), Contains("gradient_checkpointing: true with torch_compile_backend: cudagraphs"));
+  CHECK_THAT(refusal(compiled("inductor", "reduce-overhead"), "cuda"), Contains("generates kernels for the CPU only"));
+  CHECK_THAT(refusal(compiled("cudagraphs", "max-autotune"), "cuda"), Contains("needs the inductor backend"));
+}
