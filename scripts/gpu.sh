@@ -30,18 +30,19 @@ test_summary="not run (TRAINC_GPU_TESTS=0)"
 if [[ "${TRAINC_GPU_TESTS:-1}" == 1 ]]; then
   step "tests labelled cuda"
   ctest --test-dir build-gpu -L cuda --verbose --timeout 300 > "$OUT/ctest.log" 2>&1  # verbose: the tests' measured differences
-  grep -E "^[0-9]+: (whole-step|  largest)|largest relative" "$OUT/ctest.log" > "$OUT/cuda-test-figures.log"
+  grep -A1 "largest relative" "$OUT/ctest.log" | grep -v "^--" | sed 's/^[0-9]*: *//' | paste -d " " - - > "$OUT/cuda-test-figures.log"
   test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
 fi
 
 # Case settings: trainc flags, PyTorch peer flags, tokens per step.
-declare -A TRAINC_FLAGS PEER_FLAGS TOKENS
+declare -A TRAINC_FLAGS PEER_FLAGS TOKENS PROFILE_FLAG
 TRAINC_FLAGS[gpt2]="--max-steps 41 --logging-steps 10"
 PEER_FLAGS[gpt2]="--steps 41 --interval 10"
 TOKENS[gpt2]=$((16 * 1024))
 TRAINC_FLAGS[small]="--model.n-layer 4 --model.n-embd 256 --model.n-head 4 --model.block-size 256 --per-device-train-batch-size 8
   --data.num-samples 8192 --max-steps 501 --logging-steps 50"
 PEER_FLAGS[small]="--steps 501 --interval 50 --batch 8 --block 256 --n-layer 4 --n-head 4 --n-embd 256"
+PROFILE_FLAG[small]="--profile"  # the PyTorch loop's GPU kernel time per step: what a CUDA graph of such kernels can reach
 TOKENS[small]=$((8 * 256))
 
 trainc_run() {  # case, run name, extra flags
@@ -71,7 +72,9 @@ peer_run() {  # case, script, peer name, mode
   local case=$1 script=$2 peer=$3 mode=$4
   step "$case: $peer $mode"
   # shellcheck disable=SC2086
-  timeout 400 python3 "scripts/bench/$script" --compile "$mode" ${PEER_FLAGS[$case]} 2> "$OUT/$case-$peer-$mode.log" |
+  local profile=""
+  [[ $peer == pytorch ]] && profile=${PROFILE_FLAG[$case]:-}
+  timeout 400 python3 "scripts/bench/$script" --compile "$mode" ${PEER_FLAGS[$case]} $profile 2> "$OUT/$case-$peer-$mode.log" |
     tee -a "$OUT/$case-$peer-$mode.log" | grep '^{"peer"' |
     python3 -c 'import json,sys; [print(json.dumps({"case": sys.argv[1], **json.loads(l)})) for l in sys.stdin]' "$case" \
     >> "$OUT/results.jsonl"
@@ -95,7 +98,8 @@ done
 echo
 cat "$OUT/gpu.txt"
 echo "tests: $test_summary"
-[[ -s "$OUT/cuda-test-figures.log" ]] && grep -o "largest.*" "$OUT/cuda-test-figures.log"
+[[ -s "$OUT/cuda-test-figures.log" ]] && cat "$OUT/cuda-test-figures.log"
+grep -h -A4 "^profile:" "$OUT"/*-pytorch-*.log 2>/dev/null
 python3 - "$OUT/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

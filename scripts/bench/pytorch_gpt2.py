@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 
 import torch
@@ -56,11 +57,30 @@ class GPT(nn.Module):
         return F.linear(self.ln_f(x), self.wte.weight)
 
 
+def profile(step, batch, steps=5):
+    """How long the GPU computes per step (the sum of its kernels' durations) and where: the floor a
+    step reaches once launch overhead is gone (CUDA graphs)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+    with profiler(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step(*batch())
+        torch.cuda.synchronize()
+    events = prof.key_averages()
+    attribute = "device_time_total" if hasattr(events[0], "device_time_total") else "cuda_time_total"
+    kernels = sorted(((getattr(e, attribute), e.count, e.key) for e in events if getattr(e, attribute) > 0), reverse=True)
+    total = sum(t for t, _, _ in kernels) / steps / 1000
+    print(f"profile: {total:.3f} ms of GPU kernels per step; largest per step:", file=sys.stderr)
+    for time_us, count, name in kernels[:12]:
+        print(f"  {time_us / steps / 1000:8.3f} ms  {count // steps:4d}x  {name[:110]}", file=sys.stderr)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--compile", default="none", choices=["none", "default", "reduce-overhead"])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--interval", type=int, default=10, help="steps between synchronizations")
+    parser.add_argument("--profile", action="store_true", help="then profile 5 steps: GPU kernel time per step, top kernels (stderr)")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--block", type=int, default=1024)
     parser.add_argument("--n-layer", type=int, default=12)
@@ -112,6 +132,8 @@ def main():
         intervals.append((time.perf_counter() - start) / count)
         done += count
     median = statistics.median(intervals[1:] if len(intervals) > 1 else intervals)  # steps 12 onwards
+    if args.profile:
+        profile(step, batch)
     print(json.dumps({"peer": "pytorch", "compile": args.compile, "median_step_ms": 1000 * median,
                       "tokens_per_second": args.batch * args.block / median, "first_step_s": first_step,
                       "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9, "final_loss": loss.item()}))

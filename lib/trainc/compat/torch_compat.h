@@ -1,4 +1,4 @@
-// defines: AutocastScope, optimizer_state_key, causal_attention, fused_adamw_update, kTorchVersionText
+// defines: AutocastScope, optimizer_state_key, causal_attention, fused_adamw_update, foreach_mul_, kTorchVersionText
 //
 // The one place where LibTorch versions differ: Debian's LibTorch 1.13 (CPU machines, CI) and the
 // PyTorch 2.x wheel's LibTorch (GPU machines). Everything else in trainc is version-agnostic.
@@ -94,6 +94,16 @@ inline bool fused_adamw_update(at::TensorList params, at::TensorList grads, at::
   (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)learning_rate, (void)beta1, (void)beta2,
       (void)weight_decay, (void)eps;
   return false;
+#endif
+}
+
+// Multiplies every tensor of a list by a 0-dim tensor in place: one multi-tensor kernel on
+// PyTorch 2.x (_foreach_mul_.Tensor), one kernel per tensor on 1.13. No host sync either way.
+inline void foreach_mul_(at::TensorList tensors, const at::Tensor& factor) {
+#if TRAINC_TORCH_2
+  at::_foreach_mul_(tensors, factor);
+#else
+  for (const at::Tensor& tensor : tensors) const_cast<at::Tensor&>(tensor).mul_(factor);
 #endif
 }
 
