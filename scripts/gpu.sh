@@ -30,7 +30,7 @@ test_summary="not run (TRAINC_GPU_TESTS=0)"
 if [[ "${TRAINC_GPU_TESTS:-1}" == 1 ]]; then
   step "tests labelled cuda"
   ctest --test-dir build-gpu -L cuda --verbose --timeout 300 > "$OUT/ctest.log" 2>&1  # verbose: the tests' measured differences
-  grep -A1 "largest relative" "$OUT/ctest.log" | grep -v "^--" | sed 's/^[0-9]*: *//' | paste -d " " - - > "$OUT/cuda-test-figures.log"
+  grep -o "largest relative loss difference.*" "$OUT/ctest.log" > "$OUT/cuda-test-figures.log"
   test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
 fi
 
@@ -100,7 +100,7 @@ cat "$OUT/gpu.txt"
 echo "tests: $test_summary"
 [[ -s "$OUT/cuda-test-figures.log" ]] && cat "$OUT/cuda-test-figures.log"
 grep -h -A4 "^profile:" "$OUT"/*-pytorch-*.log 2>/dev/null
-python3 - "$OUT/results.jsonl" <<'PY'
+[[ -s "$OUT/results.jsonl" ]] && python3 - "$OUT/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 nan = float("nan")

@@ -3,13 +3,15 @@
 // (backend cudagraphs) and over the compiled programs (mode reduce-overhead). The graphs must
 // follow eager's losses and end with eager's weights: float32 within 1e-5 (cudagraphs replays
 // eager's kernels) and 1e-3 (reduce-overhead: decomposed ops round differently, and 50 steps of
-// Adam amplify that), bf16 within 2e-2; weights relative to each tensor's largest magnitude.
+// Adam amplify that), bf16 within 2e-2: the losses, the weights (all of them as one vector,
+// normwise) and the trained models' logits on a batch neither saw.
 // Two micro-batches per step; steps 20-22 use another batch size, so a second signature is warmed up, captured and replayed, and the
 // first one replayed again afterwards.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
 
+#include <iostream>
 #include <random>
 
 #include "support/numerics.h"
@@ -33,7 +35,9 @@ const torch::Device kGpu(torch::kCUDA, 0);
 
 struct Trajectory {
   std::vector<double> losses;
+  std::vector<std::string> names;
   std::vector<torch::Tensor> weights;
+  torch::Tensor held_out_logits;  // the trained model on a batch it never saw
   std::vector<std::string> events;
 };
 
@@ -104,8 +108,10 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed) {
     torch::manual_seed(seed + 1000 + static_cast<uint64_t>(step));
     std::vector<torch::Tensor> inputs, targets;
     for (int micro = 0; micro < 2; ++micro) {
-      inputs.push_back(torch::randint(0, 97, {batch, 32}).to(kGpu));
-      targets.push_back(torch::randint(0, 97, {batch, 32}).to(kGpu));
+      // A rule to learn (random targets would leave every gradient noise, which Adam amplifies).
+      const torch::Tensor tokens = torch::randint(0, 97, {batch, 32});
+      inputs.push_back(tokens.to(kGpu));
+      targets.push_back(((tokens * 7 + 3) % 97).to(kGpu));
     }
     set_learning_rate(*optimizer, 3e-3 * (1.0 - step / 60.0));
     if (mode == "eager") {
@@ -118,7 +124,14 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed) {
     }
   }
   for (const torch::Tensor& loss : losses) trajectory.losses.push_back(loss.item<double>());
-  for (const torch::Tensor& p : params) trajectory.weights.push_back(p.detach().to(torch::kCPU, torch::kDouble));
+  for (const auto& [name, p] : model->named_parameters()) {
+    trajectory.names.push_back(name);
+    trajectory.weights.push_back(p.detach().to(torch::kCPU, torch::kDouble));
+  }
+  model->set_training(false);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(seed + 999);
+  trajectory.held_out_logits = model->forward(torch::randint(0, 97, {4, 32}).to(kGpu)).to(torch::kCPU, torch::kDouble);
   return trajectory;
 }
 
@@ -127,12 +140,38 @@ void check_follows(const Trajectory& got, const Trajectory& eager, double tolera
   for (std::size_t i = 0; i < eager.losses.size(); ++i) {
     loss_error = std::max(loss_error, std::abs(got.losses[i] - eager.losses[i]) / std::abs(eager.losses[i]));
   }
-  for (std::size_t i = 0; i < eager.weights.size(); ++i) weight_error = std::max(weight_error, relative_error(got.weights[i], eager.weights[i]));
-  WARN("largest relative loss difference " << loss_error << ", largest weight difference " << weight_error << " (tolerance "
-                                           << tolerance << ")");
+  // The weights as one vector, normwise: a few small-gradient tensors, whose rounding noise Adam
+  // scales up to full-size steps, may differ more on their own (the worst is reported).
+  std::vector<torch::Tensor> got_all, eager_all;
+  std::string worst_name;
+  double worst = 0;
+  for (std::size_t i = 0; i < eager.weights.size(); ++i) {
+    torch::Tensor got_weight = got.weights[i].flatten(), eager_weight = eager.weights[i].flatten();
+    if (eager.names[i].find("attn_c_attn.bias") != std::string::npos) {
+      // The key bias's gradient is exactly zero (softmax ignores a shift shared by a row's scores),
+      // so its computed gradient is pure rounding noise: that third of the bias follows the noise
+      // of whichever kernels ran. The held-out outputs below show it changes nothing.
+      const int64_t width = eager_weight.size(0) / 3;
+      got_weight = torch::cat({got_weight.slice(0, 0, width), got_weight.slice(0, 2 * width)});
+      eager_weight = torch::cat({eager_weight.slice(0, 0, width), eager_weight.slice(0, 2 * width)});
+    }
+    if (relative_error(got_weight, eager_weight) > worst) {
+      worst = relative_error(got_weight, eager_weight);
+      worst_name = eager.names[i];
+    }
+    got_all.push_back(got_weight);
+    eager_all.push_back(eager_weight);
+  }
+  weight_error = normwise_relative_error(torch::cat(got_all), torch::cat(eager_all));
+  const double output_error = relative_error(got.held_out_logits, eager.held_out_logits);
+  // On stdout, unwrapped, for the GPU script's summary (ctest --verbose).
+  std::cout << "largest relative loss difference " << loss_error << ", weight difference " << weight_error << " (worst tensor "
+            << worst_name << ": " << worst << "), held-out logits difference " << output_error << " (tolerance " << tolerance
+            << ")" << std::endl;
   CHECK(loss_error < tolerance);
   CHECK(weight_error < tolerance);
-  CHECK(eager.losses.back() < eager.losses.front());  // it trained
+  CHECK(output_error < tolerance);
+  CHECK(eager.losses.back() < 0.8 * eager.losses.front());  // it learned (random targets would stay near log 97)
   REQUIRE(got.events.size() == 4);
   CHECK_THAT(got.events[0], StartsWith("warm-up 2 micro-batches: inputs Long[4, 32]"));
   CHECK_THAT(got.events[1], StartsWith("captured 2 micro-batches: inputs Long[4, 32]"));
