@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ccache libtorch-dev libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
-          libxxhash-dev zlib1g-dev libopenblas0-openmp dataset-fashion-mnist)
+          libxxhash-dev zlib1g-dev libgloo-dev libopenblas0-openmp dataset-fashion-mnist)
 if [[ "${1:-}" == "--tests" ]]; then
   packages+=(catch2 python3-torch)  # python3-torch writes the TorchScript files the tests train
 fi

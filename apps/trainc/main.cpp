@@ -2,6 +2,7 @@
 //
 //   trainc [--config run.yaml] [--print-config] [--dump-dir DIR] [--<any-config-key> VALUE ...]
 //   trainc explain [same options]    plan the compiled step and print what the planner sees
+//   trainc --nproc-per-node N [...]  N data-parallel workers on this host (as torchrun starts them)
 //
 // Every config key is a flag (dash or underscore spelling; model/data keys as --model.n-layer).
 // Errors in the config or the flags exit with code 2 and one line on stderr.
@@ -17,6 +18,7 @@
 #include "trainc/config/fields.h"
 #include "trainc/config/reference.h"
 #include "trainc/config/resolve.h"
+#include "trainc/distributed/launch.h"
 #include "trainc/train/run.h"
 
 namespace {
@@ -31,6 +33,22 @@ std::vector<std::string> normalized_arguments(int argc, char** argv, int first) 
       std::replace(argument.begin(), argument.begin() + static_cast<std::ptrdiff_t>(name_end), '_', '-');
     }
     arguments.push_back(argument);
+  }
+  return arguments;
+}
+
+// The command line minus --nproc-per-node (either spelling, "N" or "=N"): what each worker runs.
+std::vector<std::string> worker_arguments(int argc, char** argv) {
+  std::vector<std::string> arguments;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    std::replace(flag.begin(), flag.begin() + static_cast<std::ptrdiff_t>(std::min(flag.find('='), flag.size())), '_', '-');
+    if (flag == "--nproc-per-node") {
+      ++i;  // and its value
+      continue;
+    }
+    if (flag.rfind("--nproc-per-node=", 0) == 0) continue;
+    arguments.push_back(argv[i]);
   }
   return arguments;
 }
@@ -51,6 +69,10 @@ int run(int argc, char** argv) {
   trainc::RunOptions run_options;
   app.add_option("--dump-dir", run_options.dump_dir,
                  "Write each compiled step's traced graph, IR, joint graph and programs here as text");
+  int nproc_per_node = 1;
+  app.add_option("--nproc-per-node", nproc_per_node,
+                 "Start N data-parallel worker processes on this host, as torchrun --nproc-per-node does")
+      ->check(CLI::Range(1, 1024));
   std::string config_path;
   bool print_config = false;
   app.add_option("--config", config_path, "YAML run config; without it, the built-in quickstart config");
@@ -115,6 +137,13 @@ int run(int argc, char** argv) {
   }
   const std::string source = config_path.empty() ? trainc::kBuiltinConfigName : config_path;
   if (explain) return trainc::run_explain(config, source, run_options);
+  if (nproc_per_node > 1) {
+    if (std::getenv("WORLD_SIZE") != nullptr) {
+      throw trainc::UserError("--nproc-per-node " + std::to_string(nproc_per_node) + " with WORLD_SIZE=" + std::getenv("WORLD_SIZE") +
+                              " already set: start workers either with a launcher (torchrun) or with --nproc-per-node, not both");
+    }
+    return trainc::launch_local_workers(nproc_per_node, worker_arguments(argc, argv));
+  }
   return trainc::run_training(config, source, warnings, run_options);
 }
 

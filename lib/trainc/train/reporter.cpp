@@ -51,8 +51,8 @@ void configure_logging(const std::string& log_level) {
 }
 
 Reporter::Reporter(const std::string& metrics_path, bool append, std::optional<bool> disable_tqdm)
-    : metrics_(metrics_path, append ? std::ios::app : std::ios::trunc) {
-  if (!metrics_) throw UserError(metrics_path + ": cannot open for writing", kExitFailure);
+    : metrics_(metrics_path.empty() ? std::ofstream() : std::ofstream(metrics_path, append ? std::ios::app : std::ios::trunc)) {
+  if (!metrics_path.empty() && !metrics_) throw UserError(metrics_path + ": cannot open for writing", kExitFailure);
   show_bar_ = !disable_tqdm.value_or(false) && ::isatty(STDOUT_FILENO);
 }
 
@@ -74,6 +74,7 @@ void Reporter::warn(const std::string& line) {
 }
 
 void Reporter::record(const nlohmann::json& event) {
+  if (!metrics_.is_open()) return;
   metrics_ << event.dump() << "\n";
   metrics_.flush();
 }

@@ -19,6 +19,7 @@ void configure_logging(const std::string& log_level);
 
 class Reporter {
  public:
+  // metrics_path empty: no metrics file (the other ranks of a data-parallel run).
   Reporter(const std::string& metrics_path, bool append, std::optional<bool> disable_tqdm);
   void info(const std::string& line);
   void warn(const std::string& line);

@@ -116,8 +116,9 @@ void Trainer::print_header() const {
       {"data", data_.description},
       {"device", device_.str() + ", " + precision_.name + ", " + std::to_string(at::get_num_threads()) + " CPU threads, LibTorch " +
                      kTorchVersionText},
-      {"batch", std::to_string(args_.per_device_train_batch_size) + " x " + std::to_string(accumulation) +
-                    " accumulation = " + std::to_string(args_.per_device_train_batch_size * accumulation) + " samples/step"},
+      {"batch", std::to_string(args_.per_device_train_batch_size) + " x " + std::to_string(accumulation) + " accumulation" +
+                    (world_.distributed() ? " x " + std::to_string(world_.size) + " processes" : "") + " = " +
+                    std::to_string(args_.per_device_train_batch_size * accumulation * world_.size) + " samples/step"},
       {"steps", std::to_string(plan_.total_steps) + " (" + std::to_string(plan_.steps_per_epoch) + " per epoch), warmup " +
                     std::to_string(plan_.warmup_steps)},
       {"optimizer", args_.optim + ", lr " + format_number(args_.learning_rate) + " " + args_.lr_scheduler_type +
@@ -128,6 +129,12 @@ void Trainer::print_header() const {
       {"output_dir", args_.output_dir},
   };
   if (!precision_.tf32_note.empty()) rows.insert(rows.begin() + 4, {"tf32", precision_.tf32_note});
+  if (world_.distributed()) {
+    rows.insert(rows.begin() + 4, {"processes", std::to_string(world_.size) + " data-parallel (" +
+                                                    args_.ddp_backend.value_or(device_.is_cuda() ? "nccl" : "gloo") + ", rendezvous " +
+                                                    world_.master_addr + ":" + std::to_string(world_.master_port) +
+                                                    "); each reads 1/" + std::to_string(world_.size) + " of every epoch"});
+  }
   for (const auto& [key, value] : rows) {
     std::string padded = key;
     padded.resize(11, ' ');
@@ -175,6 +182,8 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
     return;
   }
   loss = accumulate_gradients(inputs, targets);
+  // After the last micro-batch only: accumulation micro-steps communicate nothing.
+  if (data_parallel_) data_parallel_->average_gradients(parameters_);
   if (scaler_.enabled()) {
     for (torch::Tensor& parameter : parameters_) {
       if (parameter.grad().defined()) parameter.grad().mul_(1.0 / scaler_.scale());
@@ -199,6 +208,20 @@ void Trainer::check_finite_loss() {
                   kExitFailure);
 }
 
+std::vector<int64_t> Trainer::rank_order(int64_t epoch) const {
+  std::vector<int64_t> order = data_.train->epoch_order(data_seed_, epoch);
+  if (!world_.distributed()) return order;
+  // As torch's DistributedSampler: pad with the order's first samples to a multiple of the world
+  // size, then rank r takes positions r, r + size, ... Batch k of all ranks together is then
+  // batch k of one process with size times the batch size.
+  const std::size_t size = static_cast<std::size_t>(world_.size);
+  const std::size_t padded = (order.size() + size - 1) / size * size;
+  for (std::size_t i = 0; order.size() < padded; ++i) order.push_back(order[i]);
+  std::vector<int64_t> share;
+  for (std::size_t i = static_cast<std::size_t>(world_.rank); i < order.size(); i += size) share.push_back(order[i]);
+  return share;
+}
+
 void Trainer::record(nlohmann::json event, double epoch) {
   event["epoch"] = epoch;
   event["step"] = state_.global_step;
@@ -210,7 +233,9 @@ void Trainer::log_step(double epoch) {
   if (steps_since_log_ == 0) return;
   check_finite_loss();
   const double seconds = seconds_since(last_log_time_);
-  const double loss = loss_since_log_.item<double>() / static_cast<double>(steps_since_log_);
+  // The mean over the ranks, as Hugging Face logs it (a collective: every rank logs at the same steps).
+  const double loss = (data_parallel_ ? data_parallel_->mean(loss_since_log_) : loss_since_log_).item<double>() /
+                      static_cast<double>(steps_since_log_);
   const double grad_norm = last_grad_norm_.item<double>();
   const double learning_rate = args_.learning_rate * schedule_(state_.global_step);
   const double samples_per_second = static_cast<double>(samples_since_log_) / std::max(seconds, 1e-9);
@@ -272,13 +297,22 @@ void Trainer::maybe_save(bool force) {
   }
   pending_best_.reset();
   check_finite_loss();  // never save the weights of a run that has diverged
-  save_checkpoint(args_.output_dir, *model_, args_.save_only_model ? nullptr : optimizer_.get(), state_, config_yaml_);
-  if (args_.save_total_limit) rotate_checkpoints(args_.output_dir, *args_.save_total_limit, state_.best_model_checkpoint);
-  reporter_->info("saved " + path);
+  if (world_.is_main()) {  // the replicas hold the same weights; one writes them
+    save_checkpoint(args_.output_dir, *model_, args_.save_only_model ? nullptr : optimizer_.get(), state_, config_yaml_);
+    if (args_.save_total_limit) rotate_checkpoints(args_.output_dir, *args_.save_total_limit, state_.best_model_checkpoint);
+    reporter_->info("saved " + path);
+  }
+  if (data_parallel_) data_parallel_->barrier();  // no rank runs ahead of a checkpoint being written
 }
 
 void Trainer::setup() {
-  device_ = torch::cuda::is_available() && !args_.use_cpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  world_ = world_from_environment();
+  device_ = torch::cuda::is_available() && !args_.use_cpu ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world_.local_rank))
+                                                          : torch::Device(torch::kCPU);
+  if (device_.is_cuda() && world_.local_rank >= static_cast<int>(torch::cuda::device_count())) {
+    throw UserError("LOCAL_RANK=" + std::to_string(world_.local_rank) + ": this host has " + std::to_string(torch::cuda::device_count()) +
+                    " CUDA devices; start at most that many processes per host");
+  }
   precision_ = resolve_precision(args_, device_);
   scaler_ = LossScaler(args_.fp16);
   // LibTorch counts physical cores for its default thread count, which leaves half of a
@@ -290,9 +324,15 @@ void Trainer::setup() {
   }
   if (args_.torch_compile) backend_ = select_backend(args_, device_.is_cuda() ? "cuda" : "cpu");
   if (backend_ && backend_->backend == "inductor") kernel_cache_directory(compiler_settings_from_environment());
-  const char* world_size = std::getenv("WORLD_SIZE");
-  if (world_size != nullptr && std::string(world_size) != "1") {
-    throw UserError("WORLD_SIZE=" + std::string(world_size) + ": distributed training is not available in this build of trainc; run one process");
+  const std::string ddp_backend = args_.ddp_backend.value_or(device_.is_cuda() ? "nccl" : "gloo");
+  if (world_.distributed()) {
+    if (ddp_backend == "nccl" && !device_.is_cuda()) {
+      throw UserError("ddp_backend: nccl needs CUDA GPUs and this run is on the CPU; set ddp_backend: gloo");
+    }
+    if (backend_ && backend_->whole_step_graph) {
+      throw UserError("WORLD_SIZE=" + std::to_string(world_.size) + " with a whole-step CUDA graph (" + backend_->describe() +
+                      "): data-parallel steps do not run as CUDA graphs yet; use torch_compile_mode: default");
+    }
   }
   torch::manual_seed(static_cast<uint64_t>(args_.seed));
   data_seed_ = static_cast<uint64_t>(args_.data_seed.value_or(args_.seed));
@@ -304,11 +344,21 @@ void Trainer::setup() {
   model_ = make_model(config_.model, {data_.language_model, data_.sample_shape}, args_.gradient_checkpointing);
   model_->to(device_);
   model_->set_training(true);
+  if (world_.distributed()) {
+    // Rendezvous only after everything above was checked: a bad config fails every rank at once.
+    data_parallel_ = std::make_unique<DataParallel>(world_, ddp_backend, std::chrono::seconds(args_.ddp_timeout));
+    std::vector<torch::Tensor> replicated;
+    for (const auto& item : model_->named_parameters()) replicated.push_back(item.second.detach());
+    for (const auto& item : model_->named_buffers()) replicated.push_back(item.second.detach());
+    data_parallel_->broadcast(replicated);  // every replica starts from rank 0's weights
+    torch::manual_seed(static_cast<uint64_t>(args_.seed) + static_cast<uint64_t>(world_.rank));  // dropout differs per rank
+  }
   for (const auto& item : model_->named_parameters()) {
     if (item.second.requires_grad()) parameters_.push_back(item.second);
   }
   optimizer_ = make_optimizer(args_, *model_, /*capturable=*/backend_ && backend_->whole_step_graph);
-  plan_ = plan_steps(args_, data_.train->size());
+  // Each rank steps through its share of an epoch (rank_order), so the plan counts a share.
+  plan_ = plan_steps(args_, (data_.train->size() + world_.size - 1) / world_.size);
   schedule_ = make_lr_schedule(args_.lr_scheduler_type, args_.lr_scheduler_kwargs, plan_.warmup_steps, plan_.total_steps,
                                args_.learning_rate);
   state_.max_steps = plan_.total_steps;
@@ -406,11 +456,15 @@ int Trainer::train() {
     state_ = load_training_state(*resume_dir, *optimizer_);
     state_.max_steps = plan_.total_steps;
   }
-  prepare_output_dir();
   config_yaml_ = to_yaml_text(config_);
-  std::ofstream(fs::path(args_.output_dir) / "run_config.yaml") << config_yaml_;
-  configure_logging(args_.log_level);
-  reporter_ = std::make_unique<Reporter>((fs::path(args_.output_dir) / "metrics.jsonl").string(), false, args_.disable_tqdm);
+  // Rank 0 owns output_dir; the other ranks log warnings only (Hugging Face's log_level_replica).
+  if (world_.is_main()) {
+    prepare_output_dir();
+    std::ofstream(fs::path(args_.output_dir) / "run_config.yaml") << config_yaml_;
+  }
+  configure_logging(world_.is_main() ? args_.log_level : "warning");
+  reporter_ = std::make_unique<Reporter>(world_.is_main() ? (fs::path(args_.output_dir) / "metrics.jsonl").string() : "", false,
+                                         args_.disable_tqdm);
   for (const auto& event : state_.log_history) reporter_->record(event);  // metrics.jsonl as of the checkpoint
   for (const std::string& warning : warnings_) reporter_->warn(warning);
   print_header();
@@ -433,8 +487,8 @@ int Trainer::train() {
   auto epoch_value = [&] { return static_cast<double>(epoch) + static_cast<double>(step_in_epoch) / static_cast<double>(plan_.steps_per_epoch); };
   bool stopped_by_signal = false;
   while (state_.global_step < plan_.total_steps && !stopped_by_signal) {
-    BatchLoader loader(*data_.train, data_.train->epoch_order(data_seed_, epoch), args_.per_device_train_batch_size,
-                       args_.dataloader_drop_last, step_in_epoch * accumulation, args_.dataloader_num_workers, device_);
+    BatchLoader loader(*data_.train, rank_order(epoch), args_.per_device_train_batch_size, args_.dataloader_drop_last,
+                       step_in_epoch * accumulation, args_.dataloader_num_workers, device_);
     while (state_.global_step < plan_.total_steps) {
       const auto step_start = std::chrono::steady_clock::now();
       std::vector<Batch> micro_batches;
@@ -444,8 +498,8 @@ int Trainer::train() {
         micro_batches.push_back(std::move(*batch));
       }
       if (micro_batches.empty()) break;  // end of the epoch
-      int64_t samples = 0;
-      for (const Batch& batch : micro_batches) samples += batch.size();
+      int64_t samples = 0;  // over all ranks
+      for (const Batch& batch : micro_batches) samples += batch.size() * world_.size;
       torch::Tensor loss, grad_norm;
       run_step(micro_batches, loss, grad_norm);
       // Compile and capture times are reported on their own (compile_seconds, capture_seconds), not as step time.
@@ -483,7 +537,8 @@ int Trainer::train() {
       const bool save_now = (args_.save_strategy == "steps" && (state_.global_step % plan_.save_steps == 0 || last_step)) ||
                             (args_.save_strategy == "epoch" && epoch_done) ||
                             (args_.save_strategy == "best" && !eval_metrics.is_null());
-      if (interrupts.requested()) {
+      // A signal to any rank stops every rank at this step (a collective each step when distributed).
+      if (data_parallel_ ? data_parallel_->any(interrupts.requested()) : interrupts.requested()) {
         log_step(state_.epoch);
         maybe_save(/*force=*/true);
         stopped_by_signal = true;
@@ -515,7 +570,9 @@ int Trainer::train() {
   nlohmann::json summary = {{"train_runtime", runtime},
                             {"train_samples_per_second", static_cast<double>(samples_this_run_) / runtime},
                             {"train_steps_per_second", static_cast<double>(steps_this_run_) / runtime},
-                            {"train_loss", steps_this_run_ > 0 ? loss_total_.item<double>() / static_cast<double>(steps_this_run_) : 0.0}};
+                            {"train_loss", steps_this_run_ > 0 ? (data_parallel_ ? data_parallel_->mean(loss_total_) : loss_total_).item<double>() /
+                                                                     static_cast<double>(steps_this_run_)
+                                                               : 0.0}};
   if (compiler_) summary["compile_seconds"] = compiler_->total_compile_seconds();
   std::string memory;
   if (const auto peak = peak_gpu_memory_bytes(device_)) {

@@ -17,6 +17,8 @@
 #include "trainc/compile/runtime/step_graphs.h"
 #include "trainc/config/training_arguments.h"
 #include "trainc/data/dataset.h"
+#include "trainc/distributed/data_parallel.h"
+#include "trainc/distributed/world.h"
 #include "trainc/models/model.h"
 #include "trainc/train/lr_schedule.h"
 #include "trainc/train/precision.h"
@@ -66,12 +68,16 @@ class Trainer {
   nlohmann::json run_evaluation(double epoch);
   void maybe_save(bool force);  // force: save even under save_strategy best (an interrupt)
   void record(nlohmann::json event, double epoch);
+  // This rank's share of an epoch's sample order (all of it in a single-process run).
+  std::vector<int64_t> rank_order(int64_t epoch) const;
 
   RunConfig config_;
   std::string config_source_;
   RunOptions options_;
   std::vector<std::string> warnings_;
   const TrainingArguments& args_;  // config_.args
+  World world_;                                  // this process's rank among the data-parallel ones
+  std::unique_ptr<DataParallel> data_parallel_;  // set when WORLD_SIZE > 1
   torch::Device device_{torch::kCPU};
   Precision precision_;
   LossScaler scaler_{false};

@@ -1,0 +1,45 @@
+// defines: DataParallel
+//
+// The collectives a data-parallel run needs, on LibTorch's c10d: a TCPStore rendezvous at
+// MASTER_ADDR:MASTER_PORT (rank 0 hosts it) and a ProcessGroupGloo. Gradients are averaged in
+// buckets of about 25 MB (one flat all-reduce per bucket, as DistributedDataParallel's default
+// bucket size), after the last micro-batch's backward: accumulation micro-steps communicate
+// nothing. A collective that fails or outlives ddp_timeout (a rank died or hangs) becomes a
+// UserError (exit 1) naming the ranks on this host that are gone.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainc/distributed/world.h"
+
+namespace trainc {
+
+class DataParallel {
+ public:
+  // backend: "gloo" (NCCL is not built yet: a UserError says so).
+  DataParallel(const World& world, const std::string& backend, std::chrono::seconds timeout);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  // Rank 0's values into every rank's tensors (the model at start, so every replica begins equal).
+  void broadcast(std::vector<at::Tensor>& tensors);
+  // Every defined .grad of `parameters` replaced by its mean over the ranks.
+  void average_gradients(const std::vector<at::Tensor>& parameters);
+  // The mean over the ranks of a 0-dim tensor (the logged loss).
+  at::Tensor mean(const at::Tensor& value);
+  // Whether any rank says yes (a signal one rank received stops them all at the same step).
+  bool any(bool value);
+  void barrier();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainc

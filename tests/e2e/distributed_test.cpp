@@ -1,0 +1,159 @@
+// Data-parallel training over gloo, through the real binary on localhost: two processes train as
+// one process with twice the batch, a run resumes across two processes, and a killed rank is
+// reported by the survivor with a non-zero exit, the last checkpoint intact.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/checkpoints.h"
+#include "support/command.h"
+
+using namespace trainc::test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// An mlp on 64 learnable synthetic samples (no held-out split), no dropout: ranks differ only in
+// the samples they read.
+std::string mlp_config(const ScratchDir& dir) {
+  return dir.write("run.yaml",
+                   "model: {name: mlp, input_size: 12, hidden_sizes: [16], num_classes: 3, dropout: 0.0}\n"
+                   "data: {kind: synthetic, num_samples: 64, validation_split: 0.0}\n"
+                   "learning_rate: 1e-2\nlogging_steps: 1\nmax_steps: 8\nsave_steps: 4\nddp_timeout: 60\n");
+}
+
+std::vector<double> logged_losses(const std::string& output_dir) {
+  std::vector<double> losses;
+  std::istringstream lines(read_text(output_dir + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto event = nlohmann::json::parse(line);
+    if (event.contains("loss")) losses.push_back(event["loss"].get<double>());
+  }
+  return losses;
+}
+
+std::size_t count(const std::string& text, const std::string& part) {
+  std::size_t found = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++found;
+  return found;
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// One worker started the way torchrun starts it; returns its pid.
+pid_t spawn_rank(int rank, int port, const std::string& arguments, const std::string& log_path) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string command = "WORLD_SIZE=2 RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank) +
+                                " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " exec " + TRAINC_BINARY + " " +
+                                arguments + " >" + log_path + " 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+bool wait_for(const std::function<bool()>& condition, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("two gloo processes train as one process with twice the batch", "[e2e][distributed]") {
+  ScratchDir dir;
+  const std::string base = "--config " + mlp_config(dir) + " ";
+  const CommandResult two = run_trainc(base + "--nproc-per-node 2 --per-device-train-batch-size 8 --output-dir " + dir.file("two"));
+  INFO(two.out << two.err);
+  REQUIRE(two.exit_code == 0);
+  CHECK_THAT(two.out, Contains("batch      8 x 1 accumulation x 2 processes = 16 samples/step"));
+  CHECK_THAT(two.out, Contains("processes  2 data-parallel (gloo, rendezvous 127.0.0.1:"));
+  CHECK(count(two.out, "step 8/8") == 1);  // rank 0 alone reports
+  const CommandResult one = run_trainc(base + "--per-device-train-batch-size 16 --output-dir " + dir.file("one"));
+  REQUIRE(one.exit_code == 0);
+  // Accumulation: each rank's two micro-batches of 4 make the same 16 samples a step.
+  const CommandResult accumulated = run_trainc(base + "--nproc-per-node 2 --per-device-train-batch-size 4 "
+                                               "--gradient-accumulation-steps 2 --output-dir " + dir.file("accumulated"));
+  REQUIRE(accumulated.exit_code == 0);
+
+  const std::vector<double> expected = logged_losses(dir.file("one"));
+  REQUIRE(expected.size() == 8);
+  for (const std::string& run : {"two", "accumulated"}) {
+    INFO(run);
+    const std::vector<double> losses = logged_losses(dir.file(run));
+    REQUIRE(losses.size() == expected.size());
+    for (std::size_t i = 0; i < losses.size(); ++i) CHECK(losses[i] == Approx(expected[i]).epsilon(1e-5));
+    // float32: the mean over ranks of per-rank means adds in another order than one mean of 16.
+    CHECK(checkpoint_max_difference(dir.file(run) + "/checkpoint-8", dir.file("one") + "/checkpoint-8") < 1e-5);
+  }
+}
+
+TEST_CASE("a two-process run resumes from its checkpoint and continues exactly", "[e2e][distributed]") {
+  ScratchDir dir;
+  const std::string base = "--config " + mlp_config(dir) + " --nproc-per-node 2 --per-device-train-batch-size 8 ";
+  REQUIRE(run_trainc(base + "--output-dir " + dir.file("whole")).exit_code == 0);
+  fs::create_directories(dir.file("resumed"));
+  fs::copy(dir.file("whole") + "/checkpoint-4", dir.file("resumed") + "/checkpoint-4", fs::copy_options::recursive);
+  const CommandResult resumed = run_trainc(base + "--output-dir " + dir.file("resumed") + " --resume-from-checkpoint true");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Contains("resumed from " + dir.file("resumed") + "/checkpoint-4 at step 4"));
+  CHECK(checkpoints_identical(dir.file("whole") + "/checkpoint-8", dir.file("resumed") + "/checkpoint-8"));
+}
+
+TEST_CASE("a killed rank is reported by the other, which exits non-zero and keeps the last checkpoint", "[e2e][distributed]") {
+  ScratchDir dir;
+  const int port = free_port();
+  const std::string arguments = "--config " + mlp_config(dir) + " --per-device-train-batch-size 8 --max-steps 1000000 --save-steps 20 "
+                                "--output-dir " + dir.file("out");
+  const pid_t rank1 = spawn_rank(1, port, arguments, dir.file("rank1.log"));
+  const pid_t rank0 = spawn_rank(0, port, arguments, dir.file("rank0.log"));
+  REQUIRE(wait_for([&] { return fs::exists(dir.file("out") + "/checkpoint-40/trainer_state.json"); }, 60));
+  kill(rank1, SIGKILL);
+  waitpid(rank1, nullptr, 0);  // reaped, as a launcher reaps its workers: gone, not a zombie
+  int status = 0;
+  REQUIRE(wait_for([&] { return waitpid(rank0, &status, WNOHANG) == rank0; }, 60));  // well within ddp_timeout
+  const std::string log = read_text(dir.file("rank0.log"));
+  INFO(log);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_THAT(log, Contains("rank 0: ") && Contains("rank 1 died"));
+  // The newest complete checkpoint is whole: it loads and resumes, here for one more step.
+  int64_t newest = 0;
+  for (const auto& entry : fs::directory_iterator(dir.file("out"))) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("checkpoint-", 0) == 0) newest = std::max<int64_t>(newest, std::stoll(name.substr(11)));
+  }
+  const CommandResult resumed = run_trainc("--config " + mlp_config(dir) + " --per-device-train-batch-size 8 --output-dir " +
+                                           dir.file("out") + " --resume-from-checkpoint true --max-steps " + std::to_string(newest + 1));
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.exit_code == 0);
+}
