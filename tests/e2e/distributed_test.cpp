@@ -1,6 +1,7 @@
 // Data-parallel training over gloo, through the real binary on localhost: two processes train as
-// one process with twice the batch, a run resumes across two processes, and a killed rank is
-// reported by the survivor with a non-zero exit, the last checkpoint intact.
+// one process with twice the batch (also with accumulation, and with a compiled step), a run
+// resumes across two processes, and a killed rank is reported by the survivor with a non-zero
+// exit, the last checkpoint intact.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -103,10 +104,15 @@ TEST_CASE("two gloo processes train as one process with twice the batch", "[e2e]
   const CommandResult accumulated = run_trainc(base + "--nproc-per-node 2 --per-device-train-batch-size 4 "
                                                "--gradient-accumulation-steps 2 --output-dir " + dir.file("accumulated"));
   REQUIRE(accumulated.exit_code == 0);
+  // A compiled step: the gradients its backward program leaves in .grad are averaged the same way.
+  const CommandResult compiled = run_trainc(base + "--nproc-per-node 2 --per-device-train-batch-size 8 --torch-compile-backend "
+                                            "aot_eager --output-dir " + dir.file("compiled"));
+  INFO(compiled.out << compiled.err);
+  REQUIRE(compiled.exit_code == 0);
 
   const std::vector<double> expected = logged_losses(dir.file("one"));
   REQUIRE(expected.size() == 8);
-  for (const std::string& run : {"two", "accumulated"}) {
+  for (const std::string& run : {"two", "accumulated", "compiled"}) {
     INFO(run);
     const std::vector<double> losses = logged_losses(dir.file(run));
     REQUIRE(losses.size() == expected.size());
