@@ -78,15 +78,6 @@ pid_t spawn_rank(int rank, int port, const std::string& arguments, const std::st
   return pid;
 }
 
-bool wait_for(const std::function<bool()>& condition, double seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 }  // namespace
 
 TEST_CASE("two gloo processes train as one process with twice the batch", "[e2e][distributed]") {

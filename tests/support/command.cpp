@@ -3,11 +3,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace trainc::test {
 
@@ -32,6 +34,15 @@ CommandResult run_command(const std::string& command) {
 
 CommandResult run_trainc(const std::string& arguments) {
   return run_command(std::string(TRAINC_BINARY) + " " + arguments);
+}
+
+bool wait_for(const std::function<bool()>& condition, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
 }
 
 ScratchDir::ScratchDir() {

@@ -1,6 +1,7 @@
-// defines: CommandResult, run_command, run_trainc, ScratchDir — helpers for end-to-end tests
+// defines: CommandResult, run_command, run_trainc, wait_for, ScratchDir — helpers for end-to-end tests
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace trainc::test {
@@ -16,6 +17,9 @@ CommandResult run_command(const std::string& command);
 
 // Runs the real trainc binary with `arguments` (already shell-quoted where needed).
 CommandResult run_trainc(const std::string& arguments);
+
+// Polls `condition` every 20 ms for up to `seconds`; whether it became true.
+bool wait_for(const std::function<bool()>& condition, double seconds);
 
 // A fresh directory under the system temp dir, removed when the object goes away.
 class ScratchDir {

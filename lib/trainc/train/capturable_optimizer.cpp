@@ -4,6 +4,7 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/torch_compat.h"
+#include "trainc/train/foreach_adamw.h"
 
 namespace trainc {
 namespace {
@@ -38,16 +39,7 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
     std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const auto key = optimizer_state_key(p);
-      auto found = state_.find(key);
-      if (found == state_.end()) {
-        auto state = std::make_unique<torch::optim::AdamWParamState>();
-        state->step(0);
-        state->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
-        state->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
-        found = state_.emplace(key, std::move(state)).first;
-      }
-      auto& state = static_cast<torch::optim::AdamWParamState&>(*found->second);
+      auto& state = adamw_state(state_, p);
       at::Tensor& step = steps_[p.unsafeGetTensorImpl()];
       if (!step.defined()) step = at::full({}, static_cast<double>(state.step()), p.options().dtype(at::kFloat));
       params.push_back(p);

@@ -32,16 +32,7 @@ torch::Tensor ForeachAdamW::step(LossClosure closure) {
     std::map<int64_t, Bucket> buckets;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const auto key = optimizer_state_key(p);
-      auto found = state_.find(key);
-      if (found == state_.end()) {
-        auto state = std::make_unique<torch::optim::AdamWParamState>();
-        state->step(0);
-        state->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
-        state->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
-        found = state_.emplace(key, std::move(state)).first;
-      }
-      auto& state = static_cast<torch::optim::AdamWParamState&>(*found->second);
+      auto& state = adamw_state(state_, p);
       state.step(state.step() + 1);
       Bucket& bucket = buckets[state.step()];
       bucket.params.push_back(p);
