@@ -13,6 +13,10 @@
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <mutex>
 #endif
 
 namespace trainc {
@@ -41,6 +45,14 @@ bool process_alive(int pid) {
 
 }  // namespace
 
+// Gradients all-reduced together: parameter indices, and the flat buffer and work once launched.
+struct Bucket {
+  std::vector<std::size_t> members;
+  std::size_t ready = 0;
+  std::vector<at::Tensor> flat;
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
 struct DataParallel::Impl {
   World world;
   std::chrono::seconds timeout;
@@ -59,6 +71,77 @@ struct DataParallel::Impl {
                       kExitFailure);
     }
   }
+
+  std::vector<at::Tensor> parameters;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // kept alive: they carry the hooks
+  std::vector<Bucket> buckets;
+  std::vector<std::size_t> bucket_of;  // by parameter index
+  std::mutex mutex;                    // hooks run on autograd's thread
+  bool armed = false;
+  std::size_t next_launch = 0;
+
+  // Buckets over the parameters in reverse, cut at kBucketBytes and where the dtype changes; a
+  // post hook on each parameter's gradient accumulator reports when its .grad is complete.
+  void make_buckets(const std::vector<at::Tensor>& params) {
+    parameters = params;
+    bucket_of.assign(params.size(), 0);
+    int64_t bytes = 0;
+    for (std::size_t k = params.size(); k-- > 0;) {
+      const int64_t size = static_cast<int64_t>(params[k].nbytes());
+      if (buckets.empty() || bytes + size > kBucketBytes ||
+          params[buckets.back().members.front()].scalar_type() != params[k].scalar_type()) {
+        buckets.emplace_back();
+        bytes = 0;
+      }
+      buckets.back().members.push_back(k);
+      bucket_of[k] = buckets.size() - 1;
+      bytes += size;
+    }
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      if (!params[k].requires_grad()) continue;
+      accumulators.push_back(torch::autograd::impl::grad_accumulator(params[k]));
+      accumulators.back()->add_post_hook(std::make_unique<GradientReady>(this, k));
+    }
+  }
+
+  void on_gradient_ready(std::size_t parameter) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!armed) return;
+    Bucket& bucket = buckets[bucket_of[parameter]];
+    ++bucket.ready;
+    // Launch in bucket order only, so every rank issues the same collectives in the same order.
+    while (next_launch < buckets.size() && buckets[next_launch].ready == buckets[next_launch].members.size()) {
+      launch(buckets[next_launch++]);
+    }
+  }
+
+  void launch(Bucket& bucket) {
+    std::vector<at::Tensor> parts;
+    for (std::size_t member : bucket.members) {
+      if (parameters[member].grad().defined()) parts.push_back(parameters[member].grad().reshape({-1}));
+    }
+    if (parts.empty()) return;
+    bucket.flat = {at::cat(parts)};
+    try {
+      bucket.work = group->allreduce(bucket.flat);
+    } catch (const std::exception& error) {
+      bucket.work.reset();
+      throw UserError("rank " + std::to_string(world.rank) + ": all-reducing gradients failed: " + missing_ranks() + " (" +
+                          std::string(error.what()).substr(0, 300) + ")",
+                      kExitFailure);
+    }
+  }
+
+  struct GradientReady : torch::autograd::FunctionPostHook {
+    GradientReady(Impl* impl, std::size_t parameter) : impl(impl), parameter(parameter) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list&) override {
+      impl->on_gradient_ready(parameter);
+      return outputs;
+    }
+    Impl* impl;
+    std::size_t parameter;
+  };
 
   // Each rank publishes host and pid at start; a rank whose pid is gone on this host has died.
   std::string missing_ranks() {
@@ -126,32 +209,34 @@ void DataParallel::broadcast(std::vector<at::Tensor>& tensors) {
   }
 }
 
-void DataParallel::average_gradients(const std::vector<at::Tensor>& parameters) {
-  std::vector<at::Tensor> grads;
-  for (const at::Tensor& parameter : parameters) {
-    if (parameter.grad().defined()) grads.push_back(parameter.grad());
+void DataParallel::expect_gradients(const std::vector<at::Tensor>& parameters) {
+  Impl& impl = *impl_;
+  if (impl.parameters.empty()) impl.make_buckets(parameters);
+  std::lock_guard<std::mutex> lock(impl.mutex);
+  for (Bucket& bucket : impl.buckets) bucket = Bucket{bucket.members};
+  impl.next_launch = 0;
+  impl.armed = true;
+}
+
+void DataParallel::finish_gradients() {
+  Impl& impl = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    impl.armed = false;
+    while (impl.next_launch < impl.buckets.size()) impl.launch(impl.buckets[impl.next_launch++]);
   }
-  std::size_t first = 0;
-  while (first < grads.size()) {
-    std::size_t last = first;
-    int64_t bytes = 0;
-    while (last < grads.size() && (last == first || bytes + grads[last].nbytes() <= kBucketBytes) &&
-           grads[last].scalar_type() == grads[first].scalar_type()) {
-      bytes += static_cast<int64_t>(grads[last].nbytes());
-      ++last;
-    }
-    std::vector<at::Tensor> flat_parts;
-    for (std::size_t i = first; i < last; ++i) flat_parts.push_back(grads[i].reshape({-1}));
-    std::vector<at::Tensor> bucket = {at::cat(flat_parts)};
-    impl_->run("all-reducing gradients", [&] { return impl_->group->allreduce(bucket); });
-    bucket[0].div_(impl_->world.size);
+  for (Bucket& bucket : impl.buckets) {
+    if (!bucket.work) continue;
+    impl.run("all-reducing gradients", [&] { return bucket.work; });
+    bucket.flat[0].div_(impl.world.size);
     int64_t offset = 0;
-    for (std::size_t i = first; i < last; ++i) {
-      const int64_t count = grads[i].numel();
-      grads[i].copy_(bucket[0].narrow(0, offset, count).view(grads[i].sizes()));
-      offset += count;
+    for (std::size_t member : bucket.members) {
+      at::Tensor grad = impl.parameters[member].grad();
+      if (!grad.defined()) continue;
+      grad.copy_(bucket.flat[0].narrow(0, offset, grad.numel()).view(grad.sizes()));
+      offset += grad.numel();
     }
-    first = last;
+    bucket.work.reset();
   }
 }
 
@@ -181,7 +266,8 @@ DataParallel::DataParallel(const World&, const std::string&, std::chrono::second
 }
 DataParallel::~DataParallel() = default;
 void DataParallel::broadcast(std::vector<at::Tensor>&) {}
-void DataParallel::average_gradients(const std::vector<at::Tensor>&) {}
+void DataParallel::expect_gradients(const std::vector<at::Tensor>&) {}
+void DataParallel::finish_gradients() {}
 at::Tensor DataParallel::mean(const at::Tensor& value) { return value; }
 bool DataParallel::any(bool value) { return value; }
 void DataParallel::barrier() {}

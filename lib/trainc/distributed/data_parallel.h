@@ -3,7 +3,9 @@
 // The collectives a data-parallel run needs, on LibTorch's c10d: a TCPStore rendezvous at
 // MASTER_ADDR:MASTER_PORT (rank 0 hosts it) and a ProcessGroupGloo. Gradients are averaged in
 // buckets of about 25 MB (one flat all-reduce per bucket, as DistributedDataParallel's default
-// bucket size), after the last micro-batch's backward: accumulation micro-steps communicate
+// bucket size), during the last micro-batch's backward: a bucket's all-reduce starts as soon as
+// autograd has accumulated all of its gradients, in bucket order on every rank (parameters in
+// reverse, roughly the order backward reaches them). Accumulation micro-steps communicate
 // nothing. A collective that fails or outlives ddp_timeout (a rank died or hangs) becomes a
 // UserError (exit 1) naming the ranks on this host that are gone.
 #pragma once
@@ -29,8 +31,13 @@ class DataParallel {
 
   // Rank 0's values into every rank's tensors (the model at start, so every replica begins equal).
   void broadcast(std::vector<at::Tensor>& tensors);
-  // Every defined .grad of `parameters` replaced by its mean over the ranks.
-  void average_gradients(const std::vector<at::Tensor>& parameters);
+  // Call before the last micro-batch's backward: from then on autograd starts each bucket's
+  // all-reduce when its gradients are complete. `parameters` must be the same list every step.
+  void expect_gradients(const std::vector<at::Tensor>& parameters);
+  // After that backward: all-reduces the buckets autograd did not complete (all of them for a
+  // compiled step, whose backward is a program, not autograd), waits, and replaces every defined
+  // .grad by its mean over the ranks.
+  void finish_gradients();
   // The mean over the ranks of a 0-dim tensor (the logged loss).
   at::Tensor mean(const at::Tensor& value);
   // Whether any rank says yes (a signal one rank received stops them all at the same step).

@@ -146,6 +146,8 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
   const auto count = static_cast<double>(inputs.size());
   torch::Tensor loss = torch::zeros({}, torch::TensorOptions().device(device_));
   for (std::size_t i = 0; i < inputs.size(); ++i) {
+    // Data-parallel: the last micro-batch's backward starts the gradient all-reduces.
+    if (data_parallel_ && i + 1 == inputs.size()) data_parallel_->expect_gradients(parameters_);
     if (compiler_) {
       // The compiled backward is seeded with the same factor eager backward() gets.
       const double seed = (scaler_.enabled() ? scaler_.scale() : 1.0) / count;
@@ -182,8 +184,7 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
     return;
   }
   loss = accumulate_gradients(inputs, targets);
-  // After the last micro-batch only: accumulation micro-steps communicate nothing.
-  if (data_parallel_) data_parallel_->average_gradients(parameters_);
+  if (data_parallel_) data_parallel_->finish_gradients();  // the means, in .grad
   if (scaler_.enabled()) {
     for (torch::Tensor& parameter : parameters_) {
       if (parameter.grad().defined()) parameter.grad().mul_(1.0 / scaler_.scale());
