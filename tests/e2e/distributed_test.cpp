@@ -30,9 +30,9 @@ namespace {
 
 // An mlp on 64 learnable synthetic samples (no held-out split), no dropout: ranks differ only in
 // the samples they read.
-std::string mlp_config(const ScratchDir& dir) {
+std::string mlp_config(const ScratchDir& dir, double dropout = 0.0) {
   return dir.write("run.yaml",
-                   "model: {name: mlp, input_size: 12, hidden_sizes: [16], num_classes: 3, dropout: 0.0}\n"
+                   "model: {name: mlp, input_size: 12, hidden_sizes: [16], num_classes: 3, dropout: " + std::to_string(dropout) + "}\n"
                    "data: {kind: synthetic, num_samples: 64, validation_split: 0.0}\n"
                    "learning_rate: 1e-2\nlogging_steps: 1\nmax_steps: 8\nsave_steps: 4\nddp_timeout: 60\n");
 }
@@ -115,7 +115,8 @@ TEST_CASE("two gloo processes train as one process with twice the batch", "[e2e]
 
 TEST_CASE("a two-process run resumes from its checkpoint and continues exactly", "[e2e][distributed]") {
   ScratchDir dir;
-  const std::string base = "--config " + mlp_config(dir) + " --nproc-per-node 2 --per-device-train-batch-size 8 ";
+  // With dropout: each rank must get its own generator state back.
+  const std::string base = "--config " + mlp_config(dir, 0.3) + " --nproc-per-node 2 --per-device-train-batch-size 8 ";
   REQUIRE(run_trainc(base + "--output-dir " + dir.file("whole")).exit_code == 0);
   fs::create_directories(dir.file("resumed"));
   fs::copy(dir.file("whole") + "/checkpoint-4", dir.file("resumed") + "/checkpoint-4", fs::copy_options::recursive);

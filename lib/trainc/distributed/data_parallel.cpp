@@ -246,6 +246,14 @@ at::Tensor DataParallel::mean(const at::Tensor& value) {
   return (one[0] / impl_->world.size).reshape({});
 }
 
+std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) {
+  std::vector<at::Tensor> input = {tensor.contiguous()};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int rank = 0; rank < impl_->world.size; ++rank) output[0].push_back(at::empty_like(input[0]));
+  impl_->run("gathering the ranks' generator states", [&] { return impl_->group->allgather(output, input); });
+  return output[0];
+}
+
 bool DataParallel::any(bool value) {
   std::vector<at::Tensor> one = {at::full({1}, value ? 1 : 0, at::kInt)};
   impl_->run("agreeing on a stop", [&] { return impl_->group->allreduce(one); });
@@ -269,6 +277,7 @@ void DataParallel::broadcast(std::vector<at::Tensor>&) {}
 void DataParallel::expect_gradients(const std::vector<at::Tensor>&) {}
 void DataParallel::finish_gradients() {}
 at::Tensor DataParallel::mean(const at::Tensor& value) { return value; }
+std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) { return {tensor}; }
 bool DataParallel::any(bool value) { return value; }
 void DataParallel::barrier() {}
 

@@ -40,6 +40,8 @@ class DataParallel {
   void finish_gradients();
   // The mean over the ranks of a 0-dim tensor (the logged loss).
   at::Tensor mean(const at::Tensor& value);
+  // Every rank's copy of a CPU tensor of one shape, by rank.
+  std::vector<at::Tensor> all_gather(const at::Tensor& tensor);
   // Whether any rank says yes (a signal one rank received stops them all at the same step).
   bool any(bool value);
   void barrier();

@@ -88,7 +88,8 @@ int64_t checkpoint_step(const std::string& path) {
 }
 
 std::string save_checkpoint(const std::string& output_dir, Model& model, torch::optim::Optimizer* optimizer,
-                            const TrainerState& state, const std::string& config_yaml) {
+                            const TrainerState& state, const std::string& config_yaml,
+                            const std::vector<torch::Tensor>& rank_cpu_rng_states) {
   const fs::path final_dir = fs::path(output_dir) / ("checkpoint-" + std::to_string(state.global_step));
   const fs::path temp_dir = fs::path(output_dir) / (".tmp-checkpoint-" + std::to_string(state.global_step) + "-" +
                                                    std::to_string(::getpid()));
@@ -111,6 +112,11 @@ std::string save_checkpoint(const std::string& output_dir, Model& model, torch::
     rng.write(device.str(), at::globalContext().defaultGenerator(device).get_state());
   }
   rng.save_to((temp_dir / "rng_state.pt").string());
+  for (std::size_t rank = 1; rank < rank_cpu_rng_states.size(); ++rank) {
+    torch::serialize::OutputArchive rank_rng;
+    rank_rng.write("cpu", rank_cpu_rng_states[rank]);
+    rank_rng.save_to((temp_dir / ("rng_state_" + std::to_string(rank) + ".pt")).string());
+  }
   write_text(temp_dir / "trainer_state.json", state.to_json().dump(2) + "\n");
   write_text(temp_dir / "run_config.yaml", config_yaml);
   const nlohmann::json info = {{"format", kCheckpointFormatName},
@@ -158,7 +164,7 @@ void load_model_weights(const std::string& checkpoint_dir, Model& model) {
   restore(model.named_buffers(), true);
 }
 
-TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer) {
+TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer, int rank) {
   const fs::path dir(checkpoint_dir);
   check_format(dir);
   if (read_json(dir / kInfoFile).value("save_only_model", false)) {
@@ -180,6 +186,17 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
     at::Generator generator = at::globalContext().defaultGenerator(device);  // a handle to the shared generator
     std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(state);
+  }
+  const fs::path rank_rng_path = dir / ("rng_state_" + std::to_string(rank) + ".pt");
+  if (rank > 0 && fs::exists(rank_rng_path)) {
+    torch::serialize::InputArchive rank_rng;
+    load_archive(rank_rng, rank_rng_path);
+    torch::Tensor state;
+    if (rank_rng.try_read("cpu", state)) {
+      at::Generator generator = at::globalContext().defaultGenerator(c10::Device(c10::kCPU));
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(state);
+    }
   }
   return TrainerState::from_json(read_json(dir / "trainer_state.json"), (dir / "trainer_state.json").string());
 }

@@ -6,6 +6,7 @@
 //   model.pt                parameters and buffers by name
 //   optimizer.pt            optimizer state (absent with save_only_model)
 //   rng_state.pt            LibTorch generator states (CPU, and each GPU)
+//   rng_state_<rank>.pt     in a data-parallel run, the CPU generator state of each other rank
 //   trainer_state.json      Hugging Face's trainer state: global_step, epoch, log_history, best_*
 //   run_config.yaml         the resolved config of the run
 // A checkpoint is written into a temporary directory and renamed into place, so a crash or a
@@ -22,15 +23,18 @@
 
 namespace trainc {
 
-// Returns the checkpoint directory. `optimizer` may be null (save_only_model).
+// Returns the checkpoint directory. `optimizer` may be null (save_only_model). `rank_cpu_rng_states`:
+// in a data-parallel run, every rank's CPU generator state, by rank (rank 0's is rng_state.pt's).
 std::string save_checkpoint(const std::string& output_dir, Model& model, torch::optim::Optimizer* optimizer,
-                            const TrainerState& state, const std::string& config_yaml);
+                            const TrainerState& state, const std::string& config_yaml,
+                            const std::vector<torch::Tensor>& rank_cpu_rng_states = {});
 
 // UserError naming the file and tensor when the checkpoint does not fit the model.
 void load_model_weights(const std::string& checkpoint_dir, Model& model);
 
-// Optimizer state, RNG states and trainer state, for an exact resume.
-TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer);
+// Optimizer state, RNG states and trainer state, for an exact resume. `rank`: a data-parallel
+// rank restores its own CPU generator state when the checkpoint has one for it.
+TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer, int rank = 0);
 
 // The checkpoint-<N> directory with the largest N that is complete, if any.
 std::optional<std::string> newest_checkpoint(const std::string& output_dir);

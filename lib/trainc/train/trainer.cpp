@@ -298,8 +298,13 @@ void Trainer::maybe_save(bool force) {
   }
   pending_best_.reset();
   check_finite_loss();  // never save the weights of a run that has diverged
+  // Each rank's dropout stream, so that every rank resumes exactly (a collective).
+  const std::vector<torch::Tensor> rank_rng_states =
+      data_parallel_ ? data_parallel_->all_gather(at::globalContext().defaultGenerator(c10::Device(c10::kCPU)).get_state())
+                     : std::vector<torch::Tensor>{};
   if (world_.is_main()) {  // the replicas hold the same weights; one writes them
-    save_checkpoint(args_.output_dir, *model_, args_.save_only_model ? nullptr : optimizer_.get(), state_, config_yaml_);
+    save_checkpoint(args_.output_dir, *model_, args_.save_only_model ? nullptr : optimizer_.get(), state_, config_yaml_,
+                    rank_rng_states);
     if (args_.save_total_limit) rotate_checkpoints(args_.output_dir, *args_.save_total_limit, state_.best_model_checkpoint);
     reporter_->info("saved " + path);
   }
@@ -454,7 +459,7 @@ int Trainer::train() {
     }
     if (!fs::is_directory(*resume_dir)) throw UserError("resume_from_checkpoint: " + *resume_dir + " is not a directory");
     load_model_weights(*resume_dir, *model_);
-    state_ = load_training_state(*resume_dir, *optimizer_);
+    state_ = load_training_state(*resume_dir, *optimizer_, world_.rank);
     state_.max_steps = plan_.total_steps;
   }
   config_yaml_ = to_yaml_text(config_);
