@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <thread>
 
 #include "trainc/common/error.h"
 
@@ -143,26 +144,29 @@ struct DataParallel::Impl {
     std::size_t parameter;
   };
 
-  // Each rank publishes host and pid at start; a rank whose pid is gone on this host has died.
+  // Each rank publishes host and pid at start; a rank whose pid is gone on this host has died. A
+  // killed process closes its sockets before it is gone, so the peers may notice first: look
+  // again for up to two seconds before giving up on naming it.
   std::string missing_ranks() {
     std::vector<std::string> gone;
     try {
-      for (int rank = 0; rank < world.size; ++rank) {
-        if (rank == world.rank) continue;
-        const std::vector<uint8_t> bytes = store->get("trainc/process/" + std::to_string(rank));
-        const std::string text(bytes.begin(), bytes.end());
-        const auto colon = text.rfind(':');
-        if (text.substr(0, colon) == hostname() && !process_alive(std::stoi(text.substr(colon + 1)))) gone.push_back(std::to_string(rank));
+      for (int attempt = 0; attempt < 20 && gone.empty(); ++attempt) {
+        if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        for (int rank = 0; rank < world.size; ++rank) {
+          if (rank == world.rank) continue;
+          const std::vector<uint8_t> bytes = store->get("trainc/process/" + std::to_string(rank));
+          const std::string text(bytes.begin(), bytes.end());
+          const auto colon = text.rfind(':');
+          if (text.substr(0, colon) == hostname() && !process_alive(std::stoi(text.substr(colon + 1)))) gone.push_back(std::to_string(rank));
+        }
       }
     } catch (const std::exception&) {
       return "rank 0, which hosts the rendezvous store, is unreachable: it has probably died";
     }
     if (gone.empty()) return "a rank on another host died, hung past ddp_timeout, or left the run";
-    return "rank" + std::string(gone.size() > 1 ? "s " : " ") + [&] {
-      std::string list;
-      for (const std::string& rank : gone) list += (list.empty() ? "" : ", ") + rank;
-      return list;
-    }() + " died";
+    std::string list;
+    for (const std::string& rank : gone) list += (list.empty() ? "" : ", ") + rank;
+    return "rank" + std::string(gone.size() > 1 ? "s " : " ") + list + " died";
   }
 };
 
