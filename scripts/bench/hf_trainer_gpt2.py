@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_gpt2 import GPT  # noqa: E402  the same model, parameter for parameter
+from pytorch_gpt2 import GPT, add_run_arguments  # noqa: E402  the same model, parameter for parameter
 
 
 class LanguageModel(torch.nn.Module):
@@ -66,15 +66,7 @@ class IntervalTimer(TrainerCallback):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--compile", default="none", choices=["none", "default", "reduce-overhead"])
-    parser.add_argument("--steps", type=int, default=41)
-    parser.add_argument("--interval", type=int, default=10)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--block", type=int, default=1024)
-    parser.add_argument("--n-layer", type=int, default=12)
-    parser.add_argument("--n-head", type=int, default=12)
-    parser.add_argument("--n-embd", type=int, default=768)
-    parser.add_argument("--vocab", type=int, default=50257)
+    add_run_arguments(parser, steps=41)
     args = parser.parse_args()
 
     torch.manual_seed(42)

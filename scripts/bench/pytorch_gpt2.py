@@ -57,6 +57,19 @@ class GPT(nn.Module):
         return F.linear(self.ln_f(x), self.wte.weight)
 
 
+def add_run_arguments(parser, steps):
+    """What every peer takes: the compile mode, the steps and their timing intervals, the batch and the model's size."""
+    parser.add_argument("--compile", default="none", choices=["none", "default", "reduce-overhead"])
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--interval", type=int, default=10, help="steps between synchronizations")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--block", type=int, default=1024)
+    parser.add_argument("--n-layer", type=int, default=12)
+    parser.add_argument("--n-head", type=int, default=12)
+    parser.add_argument("--n-embd", type=int, default=768)
+    parser.add_argument("--vocab", type=int, default=50257)
+
+
 def profile(step, batch, steps=5):
     """How long the GPU computes per step (the sum of its kernels' durations) and where: the floor a
     step reaches once launch overhead is gone (CUDA graphs)."""
@@ -77,16 +90,8 @@ def profile(step, batch, steps=5):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--compile", default="none", choices=["none", "default", "reduce-overhead"])
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--interval", type=int, default=10, help="steps between synchronizations")
+    add_run_arguments(parser, steps=40)
     parser.add_argument("--profile", action="store_true", help="then profile 5 steps: GPU kernel time per step, top kernels (stderr)")
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--block", type=int, default=1024)
-    parser.add_argument("--n-layer", type=int, default=12)
-    parser.add_argument("--n-head", type=int, default=12)
-    parser.add_argument("--n-embd", type=int, default=768)
-    parser.add_argument("--vocab", type=int, default=50257)
     args = parser.parse_args()
 
     torch.manual_seed(42)

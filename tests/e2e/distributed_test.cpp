@@ -4,10 +4,7 @@
 // exit, the last checkpoint intact.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +18,7 @@
 
 #include "support/checkpoints.h"
 #include "support/command.h"
+#include "trainc/distributed/launch.h"
 
 using namespace trainc::test;
 using Catch::Matchers::Contains;
@@ -51,18 +49,6 @@ std::size_t count(const std::string& text, const std::string& part) {
   std::size_t found = 0;
   for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++found;
   return found;
-}
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
 }
 
 // One worker started the way torchrun starts it; returns its pid.
@@ -129,7 +115,7 @@ TEST_CASE("a two-process run resumes from its checkpoint and continues exactly",
 
 TEST_CASE("a killed rank is reported by the other, which exits non-zero and keeps the last checkpoint", "[e2e][distributed]") {
   ScratchDir dir;
-  const int port = free_port();
+  const int port = trainc::free_local_port();
   const std::string arguments = "--config " + mlp_config(dir) + " --per-device-train-batch-size 8 --max-steps 1000000 --save-steps 20 "
                                 "--output-dir " + dir.file("out");
   const pid_t rank1 = spawn_rank(1, port, arguments, dir.file("rank1.log"));

@@ -35,24 +35,24 @@ TEST_CASE("reduce-overhead and cudagraphs make the step a CUDA graph on cuda", "
   const BackendChoice selected = select_backend(compiled(std::nullopt, "reduce-overhead"), "cuda");
   CHECK(selected.backend == "aot_eager");
   CHECK(selected.mode == "reduce-overhead");
-  CHECK(selected.whole_step_graph);
+  CHECK(selected.whole_step_graph());
   CHECK_THAT(selected.describe(), Contains("selected for the hardware: inductor generates no CUDA kernels yet"));
 
   const BackendChoice configured = select_backend(compiled("aot_eager", "reduce-overhead"), "cuda");
-  CHECK(configured.whole_step_graph);
+  CHECK(configured.whole_step_graph());
   CHECK(configured.describe() == "aot_eager, mode reduce-overhead (configured)");
 
   const BackendChoice graphs = select_backend(compiled("cudagraphs", std::nullopt), "cuda");
-  CHECK(graphs.whole_step_graph);
+  CHECK(graphs.whole_step_graph());
   CHECK(graphs.mode == "default");
 
-  CHECK_FALSE(select_backend(compiled("aot_eager", std::nullopt), "cuda").whole_step_graph);
+  CHECK_FALSE(select_backend(compiled("aot_eager", std::nullopt), "cuda").whole_step_graph());
 }
 
 TEST_CASE("on the CPU reduce-overhead warns and runs mode default; cudagraphs is refused", "[compile][registry]") {
   const BackendChoice choice = select_backend(compiled("aot_eager", "reduce-overhead"), "cpu");
   CHECK(choice.mode == "default");
-  CHECK_FALSE(choice.whole_step_graph);
+  CHECK_FALSE(choice.whole_step_graph());
   REQUIRE(choice.warnings.size() == 1);
   CHECK_THAT(choice.warnings[0], Contains("on cpu the step runs in mode default"));
   CHECK_THAT(refusal(compiled("cudagraphs", std::nullopt), "cpu"), Contains("cudagraphs captures the training step as a CUDA graph, "

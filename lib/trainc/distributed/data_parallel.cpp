@@ -217,7 +217,11 @@ void DataParallel::expect_gradients(const std::vector<at::Tensor>& parameters) {
   Impl& impl = *impl_;
   if (impl.parameters.empty()) impl.make_buckets(parameters);
   std::lock_guard<std::mutex> lock(impl.mutex);
-  for (Bucket& bucket : impl.buckets) bucket = Bucket{bucket.members};
+  for (Bucket& bucket : impl.buckets) {
+    bucket.ready = 0;
+    bucket.flat.clear();
+    bucket.work.reset();
+  }
   impl.next_launch = 0;
   impl.armed = true;
 }

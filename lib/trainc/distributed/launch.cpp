@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <optional>
 #include <thread>
 
 #include "trainc/common/error.h"
@@ -26,8 +25,14 @@ void forward_signal(int signal_number) {
   }
 }
 
-// A port nobody listens on now (the kernel's choice); rank 0's store binds it moments later.
-int free_port() {
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+int free_local_port() {
   const int socket_fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -42,15 +47,8 @@ int free_port() {
   return ntohs(address.sin_port);
 }
 
-std::string describe_status(int status) {
-  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
-  return "exited with code " + std::to_string(WEXITSTATUS(status));
-}
-
-}  // namespace
-
 int launch_local_workers(int nproc, const std::vector<std::string>& arguments) {
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(free_local_port());
   std::vector<std::string> argv_text = {"trainc"};
   argv_text.insert(argv_text.end(), arguments.begin(), arguments.end());
   std::fflush(stdout);
@@ -80,15 +78,17 @@ int launch_local_workers(int nproc, const std::vector<std::string>& arguments) {
 
   int exit_code = kExitOk;
   int running = nproc;
-  std::optional<std::chrono::steady_clock::time_point> deadline;  // set by the first failure
+  // Workers still running 30 s after the first failure may be blocked on the failed one: killed.
+  auto kill_at = std::chrono::steady_clock::time_point::max();
+  bool killed = false;
   while (running > 0) {
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, deadline ? WNOHANG : 0);
+    const pid_t pid = waitpid(-1, &status, exit_code == kExitOk ? 0 : WNOHANG);
     if (pid < 0 && errno == EINTR) continue;
     if (pid <= 0) {
-      if (deadline && std::chrono::steady_clock::now() > *deadline) {
-        forward_signal(SIGKILL);  // still blocked after the others failed: stop them
-        deadline.reset();
+      if (!killed && std::chrono::steady_clock::now() > kill_at) {
+        forward_signal(SIGKILL);
+        killed = true;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
@@ -102,7 +102,7 @@ int launch_local_workers(int nproc, const std::vector<std::string>& arguments) {
       std::fprintf(stderr, "error: rank %zu (pid %d) %s\n", rank, pid, describe_status(status).c_str());
       if (exit_code == kExitOk) {
         exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(30);
       }
     }
   }

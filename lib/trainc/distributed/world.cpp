@@ -35,4 +35,14 @@ World world_from_environment() {
   return world;
 }
 
+std::vector<int64_t> rank_share(std::vector<int64_t> order, const World& world) {
+  if (!world.distributed()) return order;
+  const std::size_t size = static_cast<std::size_t>(world.size);
+  const std::size_t padded = (order.size() + size - 1) / size * size;
+  for (std::size_t i = 0; order.size() < padded; ++i) order.push_back(order[i]);
+  std::vector<int64_t> share;
+  for (std::size_t i = static_cast<std::size_t>(world.rank); i < order.size(); i += size) share.push_back(order[i]);
+  return share;
+}
+
 }  // namespace trainc

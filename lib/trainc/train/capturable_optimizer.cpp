@@ -28,11 +28,7 @@ void CapturableAdamW::set_device_learning_rate(double learning_rate) {
 torch::Tensor CapturableAdamW::step(LossClosure closure) {
   TRAINC_CHECK(learning_rate_.defined(), "CapturableAdamW::step before set_device_learning_rate");
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = closure_loss(closure);
   for (auto& group : param_groups()) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
     TRAINC_CHECK(!options.amsgrad(), "CapturableAdamW does not implement amsgrad");
@@ -93,11 +89,7 @@ void CapturableSGD::set_device_learning_rate(double learning_rate) {
 torch::Tensor CapturableSGD::step(LossClosure closure) {
   TRAINC_CHECK(learning_rate_.defined(), "CapturableSGD::step before set_device_learning_rate");
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = closure_loss(closure);
   const at::Tensor negative_learning_rate = -learning_rate_;
   for (auto& group : param_groups()) {
     const auto& options = static_cast<const torch::optim::SGDOptions&>(group.options());

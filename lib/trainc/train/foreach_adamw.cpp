@@ -13,11 +13,7 @@ namespace trainc {
 
 torch::Tensor ForeachAdamW::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  const torch::Tensor loss = closure_loss(closure);
   for (auto& group : param_groups()) {
     auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
     TRAINC_CHECK(!options.amsgrad(), "ForeachAdamW does not implement amsgrad");

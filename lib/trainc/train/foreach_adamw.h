@@ -1,4 +1,4 @@
-// defines: ForeachAdamW — LibTorch's AdamW with a multi-tensor update; adamw_state
+// defines: ForeachAdamW — LibTorch's AdamW with a multi-tensor update; adamw_state, closure_loss
 //
 // The same arithmetic, options and per-parameter state as torch::optim::AdamW (so checkpoints
 // and resumes are interchangeable), but each group is updated with ATen's _foreach_* ops: on a GPU
@@ -11,6 +11,13 @@
 #include "trainc/compat/torch_compat.h"
 
 namespace trainc {
+
+// An optimizer step's closure evaluated with gradients on, as LibTorch's optimizers do; undefined without one.
+inline torch::Tensor closure_loss(const torch::optim::Optimizer::LossClosure& closure) {
+  if (closure == nullptr) return {};
+  at::AutoGradMode enable_grad(true);
+  return closure();
+}
 
 // The AdamW state of `parameter` in an optimizer's state map, created on first use (step 0, zero
 // moments in the parameter's layout) exactly as torch::optim::AdamW creates it.

@@ -124,14 +124,13 @@ void Trainer::print_header() const {
       {"optimizer", args_.optim + ", lr " + format_number(args_.learning_rate) + " " + args_.lr_scheduler_type +
                         ", weight_decay " + format_number(args_.weight_decay) + ", max_grad_norm " +
                         format_number(args_.max_grad_norm)},
-      {"compile", backend_ ? "backend " + backend_->describe() + (backend_->whole_step_graph ? ", whole step as a CUDA graph" : "")
+      {"compile", backend_ ? "backend " + backend_->describe() + (backend_->whole_step_graph() ? ", whole step as a CUDA graph" : "")
                            : "off (eager)"},
       {"output_dir", args_.output_dir},
   };
   if (!precision_.tf32_note.empty()) rows.insert(rows.begin() + 4, {"tf32", precision_.tf32_note});
   if (world_.distributed()) {
-    rows.insert(rows.begin() + 4, {"processes", std::to_string(world_.size) + " data-parallel (" +
-                                                    args_.ddp_backend.value_or(device_.is_cuda() ? "nccl" : "gloo") + ", rendezvous " +
+    rows.insert(rows.begin() + 4, {"processes", std::to_string(world_.size) + " data-parallel (" + ddp_backend_ + ", rendezvous " +
                                                     world_.master_addr + ":" + std::to_string(world_.master_port) +
                                                     "); each reads 1/" + std::to_string(world_.size) + " of every epoch"});
   }
@@ -207,20 +206,6 @@ void Trainer::check_finite_loss() {
   throw UserError("non-finite loss at step " + std::to_string(bad_step) + "; stopping. Last good checkpoint: " +
                       last.value_or("none") + " (try a lower learning_rate or a max_grad_norm)",
                   kExitFailure);
-}
-
-std::vector<int64_t> Trainer::rank_order(int64_t epoch) const {
-  std::vector<int64_t> order = data_.train->epoch_order(data_seed_, epoch);
-  if (!world_.distributed()) return order;
-  // As torch's DistributedSampler: pad with the order's first samples to a multiple of the world
-  // size, then rank r takes positions r, r + size, ... Batch k of all ranks together is then
-  // batch k of one process with size times the batch size.
-  const std::size_t size = static_cast<std::size_t>(world_.size);
-  const std::size_t padded = (order.size() + size - 1) / size * size;
-  for (std::size_t i = 0; order.size() < padded; ++i) order.push_back(order[i]);
-  std::vector<int64_t> share;
-  for (std::size_t i = static_cast<std::size_t>(world_.rank); i < order.size(); i += size) share.push_back(order[i]);
-  return share;
 }
 
 void Trainer::record(nlohmann::json event, double epoch) {
@@ -330,12 +315,12 @@ void Trainer::setup() {
   }
   if (args_.torch_compile) backend_ = select_backend(args_, device_.is_cuda() ? "cuda" : "cpu");
   if (backend_ && backend_->backend == "inductor") kernel_cache_directory(compiler_settings_from_environment());
-  const std::string ddp_backend = args_.ddp_backend.value_or(device_.is_cuda() ? "nccl" : "gloo");
+  ddp_backend_ = args_.ddp_backend.value_or(device_.is_cuda() ? "nccl" : "gloo");
   if (world_.distributed()) {
-    if (ddp_backend == "nccl" && !device_.is_cuda()) {
+    if (ddp_backend_ == "nccl" && !device_.is_cuda()) {
       throw UserError("ddp_backend: nccl needs CUDA GPUs and this run is on the CPU; set ddp_backend: gloo");
     }
-    if (backend_ && backend_->whole_step_graph) {
+    if (backend_ && backend_->whole_step_graph()) {
       throw UserError("WORLD_SIZE=" + std::to_string(world_.size) + " with a whole-step CUDA graph (" + backend_->describe() +
                       "): data-parallel steps do not run as CUDA graphs yet; use torch_compile_mode: default");
     }
@@ -352,7 +337,7 @@ void Trainer::setup() {
   model_->set_training(true);
   if (world_.distributed()) {
     // Rendezvous only after everything above was checked: a bad config fails every rank at once.
-    data_parallel_ = std::make_unique<DataParallel>(world_, ddp_backend, std::chrono::seconds(args_.ddp_timeout));
+    data_parallel_ = std::make_unique<DataParallel>(world_, ddp_backend_, std::chrono::seconds(args_.ddp_timeout));
     std::vector<torch::Tensor> replicated;
     for (const auto& item : model_->named_parameters()) replicated.push_back(item.second.detach());
     for (const auto& item : model_->named_buffers()) replicated.push_back(item.second.detach());
@@ -362,8 +347,8 @@ void Trainer::setup() {
   for (const auto& item : model_->named_parameters()) {
     if (item.second.requires_grad()) parameters_.push_back(item.second);
   }
-  optimizer_ = make_optimizer(args_, *model_, /*capturable=*/backend_ && backend_->whole_step_graph);
-  // Each rank steps through its share of an epoch (rank_order), so the plan counts a share.
+  optimizer_ = make_optimizer(args_, *model_, /*capturable=*/backend_ && backend_->whole_step_graph());
+  // Each rank steps through its share of an epoch (rank_share), so the plan counts a share.
   plan_ = plan_steps(args_, (data_.train->size() + world_.size - 1) / world_.size);
   schedule_ = make_lr_schedule(args_.lr_scheduler_type, args_.lr_scheduler_kwargs, plan_.warmup_steps, plan_.total_steps,
                                args_.learning_rate);
@@ -382,7 +367,7 @@ void Trainer::setup() {
 }
 
 void Trainer::start_compiler() {
-  if (backend_ && backend_->whole_step_graph) {
+  if (backend_ && backend_->whole_step_graph()) {
     auto on_event = [this](const GraphEvent& event) {
       record({{"cuda_graph", event.outcome}, {"input_signature", event.signature}, {"capture_seconds", event.seconds}}, state_.epoch);
       reporter_->info("cuda graph: " + event.outcome +
@@ -493,8 +478,9 @@ int Trainer::train() {
   auto epoch_value = [&] { return static_cast<double>(epoch) + static_cast<double>(step_in_epoch) / static_cast<double>(plan_.steps_per_epoch); };
   bool stopped_by_signal = false;
   while (state_.global_step < plan_.total_steps && !stopped_by_signal) {
-    BatchLoader loader(*data_.train, rank_order(epoch), args_.per_device_train_batch_size, args_.dataloader_drop_last,
-                       step_in_epoch * accumulation, args_.dataloader_num_workers, device_);
+    BatchLoader loader(*data_.train, rank_share(data_.train->epoch_order(data_seed_, epoch), world_),
+                       args_.per_device_train_batch_size, args_.dataloader_drop_last, step_in_epoch * accumulation,
+                       args_.dataloader_num_workers, device_);
     while (state_.global_step < plan_.total_steps) {
       const auto step_start = std::chrono::steady_clock::now();
       std::vector<Batch> micro_batches;

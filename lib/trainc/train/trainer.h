@@ -68,8 +68,6 @@ class Trainer {
   nlohmann::json run_evaluation(double epoch);
   void maybe_save(bool force);  // force: save even under save_strategy best (an interrupt)
   void record(nlohmann::json event, double epoch);
-  // This rank's share of an epoch's sample order (all of it in a single-process run).
-  std::vector<int64_t> rank_order(int64_t epoch) const;
 
   RunConfig config_;
   std::string config_source_;
@@ -78,6 +76,7 @@ class Trainer {
   const TrainingArguments& args_;  // config_.args
   World world_;                                  // this process's rank among the data-parallel ones
   std::unique_ptr<DataParallel> data_parallel_;  // set when WORLD_SIZE > 1
+  std::string ddp_backend_;                      // ddp_backend, or the device's default
   torch::Device device_{torch::kCPU};
   Precision precision_;
   LossScaler scaler_{false};

@@ -73,8 +73,7 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
                               " the step runs in mode default");
     choice.mode = "default";
   }
-  choice.whole_step_graph = choice.backend == "cudagraphs" || choice.mode == "reduce-overhead";
-  if (choice.whole_step_graph) {
+  if (choice.whole_step_graph()) {
     const std::string graphs = choice.backend == "cudagraphs" ? "torch_compile_backend: cudagraphs" : "torch_compile_mode: reduce-overhead";
     if (args.fp16) {
       throw UserError("fp16: true with " + graphs + ": fp16's dynamic loss scaling decides on the host at every step whether to skip "

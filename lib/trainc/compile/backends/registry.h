@@ -25,7 +25,9 @@ struct BackendChoice {
   std::string mode;     // "default" unless configured
   bool selected_from_hardware = false;
   std::string selection_note;          // why the hardware selection differs from torch.compile's
-  bool whole_step_graph = false;       // the step runs as a CUDA graph (cudagraphs, reduce-overhead)
+  // The step runs as a CUDA graph: backend cudagraphs, or a compiling backend in mode reduce-overhead
+  // (which select_backend keeps only on CUDA; with eager it has no effect).
+  bool whole_step_graph() const { return backend == "cudagraphs" || (backend != "eager" && mode == "reduce-overhead"); }
   std::vector<std::string> warnings;  // e.g. reduce-overhead on the CPU
   std::string describe() const;       // "aot_eager, mode default (configured)"
 };

@@ -8,11 +8,11 @@ namespace trainc {
 namespace {
 
 std::string step_signature(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
-  std::string signature = std::to_string(inputs.size()) + " micro-batch" + (inputs.size() == 1 ? "" : "es") + ": ";
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string one = input_signature(inputs[i], targets[i]);
-    if (i > 0 && one == input_signature(inputs[0], targets[0])) continue;  // name each distinct shape once
-    signature += (i > 0 ? "; " : "") + one;
+  const std::string first = input_signature(inputs[0], targets[0]);
+  std::string signature = std::to_string(inputs.size()) + " micro-batch" + (inputs.size() == 1 ? "" : "es") + ": " + first;
+  for (std::size_t i = 1; i < inputs.size(); ++i) {
+    const std::string other = input_signature(inputs[i], targets[i]);
+    if (other != first) signature += "; " + other;  // a shape that differs from the first (a partial last batch)
   }
   return signature;
 }
