@@ -9,6 +9,9 @@
 #          one synchronization every 10 steps
 #   small  the launch-bound case: 4 layers, 256 wide, 4 heads, block 256, batch 8 x 256 tokens,
 #          bf16; 501 steps, one synchronization every 50 steps
+#   ddp    data-parallel scaling (needs 2 GPUs): the gpt2 case on 1 GPU and on 2 (batch 16 x 1024
+#          per GPU), trainc eager and cudagraphs against the PyTorch loop and the same loop under
+#          DistributedDataParallel started by torchrun
 # Each run's figure is the median step time over those intervals after the first one.
 # Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs reduce-overhead aot_eager),
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
@@ -21,6 +24,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)' >> "$OUT/gpu.txt" 2>&1
 
 step() { echo "== $1 ($(date +%T))"; }
+# nccl.h of the NCCL the wheel's LibTorch uses, for data-parallel training over NCCL.
+if [[ -z "${NCCL_INCLUDE_DIR:-}" ]]; then
+  NCCL_INCLUDE_DIR=$(python3 -c 'import glob, os, site; print(next((os.path.dirname(h) for d in site.getsitepackages()
+    for h in glob.glob(d + "/nvidia/**/include/nccl.h", recursive=True)), ""))')
+  export NCCL_INCLUDE_DIR
+fi
+echo "nccl.h: ${NCCL_INCLUDE_DIR:-not found}" >> "$OUT/gpu.txt"
 step build
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINC_BUILD_TESTS=ON > "$OUT/cmake.log" 2>&1 &&
   cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1
@@ -30,7 +40,7 @@ test_summary="not run (TRAINC_GPU_TESTS=0)"
 if [[ "${TRAINC_GPU_TESTS:-1}" == 1 ]]; then
   step "tests labelled cuda"
   ctest --test-dir build-gpu -L cuda --verbose --timeout 300 > "$OUT/ctest.log" 2>&1  # verbose: the tests' measured differences
-  grep -o "largest relative loss difference.*" "$OUT/ctest.log" > "$OUT/cuda-test-figures.log"
+  grep -o "largest relative loss difference.*\|two NCCL processes (.*\|a killed NCCL rank:.*\|the two-process NCCL test.*"
   test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
 fi
 
@@ -44,15 +54,20 @@ TRAINC_FLAGS[small]="--model.n-layer 4 --model.n-embd 256 --model.n-head 4 --mod
 PEER_FLAGS[small]="--steps 501 --interval 50 --batch 8 --block 256 --n-layer 4 --n-head 4 --n-embd 256"
 PROFILE_FLAG[small]="--profile"  # the PyTorch loop's GPU kernel time per step: what a CUDA graph of such kernels can reach
 TOKENS[small]=$((8 * 256))
+TRAINC_FLAGS[ddp]=${TRAINC_FLAGS[gpt2]}
+PEER_FLAGS[ddp]=${PEER_FLAGS[gpt2]}
+TOKENS[ddp]=${TOKENS[gpt2]}
+GPUS=$(nvidia-smi --list-gpus 2>/dev/null | wc -l)
 
-trainc_run() {  # case, run name, extra flags
-  local case=$1 name=$2; shift 2
+trainc_run() {  # case, run name, extra flags; WORLD=N when the flags start N processes
+  local case=$1 name=$2 world=${WORLD:-1}; shift 2
   step "$case: trainc $name"
   # shellcheck disable=SC2086
-  timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-$name" --logging-first-step \
-    ${TRAINC_FLAGS[$case]} "$@" > "$OUT/$case-$name.log" 2>&1
+  local dir="$OUT/$case-${name// /-}"
+  timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$dir" --logging-first-step \
+    ${TRAINC_FLAGS[$case]} "$@" > "$dir.log" 2>&1
   local rc=$?
-  python3 - "$OUT/$case-$name/metrics.jsonl" "$case" "$name" "$rc" "${TOKENS[$case]}" <<'PY' >> "$OUT/results.jsonl"
+  python3 - "$dir/metrics.jsonl" "$case" "$name" "$rc" "$((world * TOKENS[$case]))" <<'PY' >> "$OUT/results.jsonl"
 import json, statistics, sys
 path, case, name, rc, tokens = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 rows = [json.loads(l) for l in open(path)] if rc == 0 else []
@@ -68,20 +83,30 @@ print(json.dumps({"case": case, "peer": "trainc", "compile": name, "rc": rc, "me
                   "final_loss": steps[-1]["loss"] if steps else None}))
 PY
 }
-peer_run() {  # case, script, peer name, mode
-  local case=$1 script=$2 peer=$3 mode=$4
-  step "$case: $peer $mode"
-  # shellcheck disable=SC2086
-  local profile=""
+peer_run() {  # case, script, peer name, mode; WORLD=N starts N processes with torchrun
+  local case=$1 script=$2 peer=$3 mode=$4 world=${WORLD:-1}
+  step "$case: $peer $mode x$world"
+  local profile="" launch=(python3)
   [[ $peer == pytorch ]] && profile=${PROFILE_FLAG[$case]:-}
-  timeout 400 python3 "scripts/bench/$script" --compile "$mode" ${PEER_FLAGS[$case]} $profile 2> "$OUT/$case-$peer-$mode.log" |
-    tee -a "$OUT/$case-$peer-$mode.log" | grep '^{"peer"' |
+  [[ $world -gt 1 ]] && launch=(torchrun --standalone --nproc-per-node "$world")
+  # shellcheck disable=SC2086
+  timeout 400 "${launch[@]}" "scripts/bench/$script" --compile "$mode" ${PEER_FLAGS[$case]} $profile 2> "$OUT/$case-$peer-$mode-x$world.log" |
+    tee -a "$OUT/$case-$peer-$mode-x$world.log" | grep '^{"peer"' |
     python3 -c 'import json,sys; [print(json.dumps({"case": sys.argv[1], **json.loads(l)})) for l in sys.stdin]' "$case" \
     >> "$OUT/results.jsonl"
 }
 
 rm -f "$OUT/results.jsonl"
 for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
+  if [[ $case == ddp ]]; then
+    if [[ $GPUS -lt 2 ]]; then echo "ddp: this machine has $GPUS GPU; the data-parallel case needs 2"; continue; fi
+    trainc_run ddp "eager x1"
+    WORLD=2 trainc_run ddp "eager x2" --nproc-per-node 2
+    WORLD=2 trainc_run ddp "cudagraphs x2" --nproc-per-node 2 --torch-compile-backend cudagraphs
+    peer_run ddp pytorch_gpt2.py pytorch none
+    WORLD=2 peer_run ddp pytorch_gpt2.py pytorch none
+    continue
+  fi
   for run in ${TRAINC_GPU_BACKENDS:-eager cudagraphs reduce-overhead}; do
     case $run in
       eager) trainc_run "$case" eager ;;
@@ -108,10 +133,16 @@ for case in dict.fromkeys(r["case"] for r in rows):
     runs = [r for r in rows if r["case"] == case]
     peers = [r for r in runs if r["peer"] != "trainc" and r.get("tokens_per_second")]
     print(f"\n{case}: {'run':<26}{'ms/step':>9}{'tokens/s':>11}{'first step s':>13}{'peak GB':>9}{'last loss':>10}"
-          + "".join(f"{'/' + p['peer'][:2] + ' ' + p['compile'][:8]:>14}" for p in peers))
+          + "".join(f"{'/' + ('ddp' if 'DDP' in p['peer'] else p['peer'][:2]) + ' ' + p['compile'][:8]:>14}" for p in peers))
     for r in runs:
         ratios = "".join(f"{r['tokens_per_second'] / p['tokens_per_second'] if r.get('tokens_per_second') else nan:>14.2f}"
                          for p in peers) if r["peer"] == "trainc" else ""
         print(f"{'':>{len(case) + 2}}{r['peer'] + ' ' + r['compile']:<26}{r['median_step_ms']:>9.2f}{r['tokens_per_second']:>11.0f}"
               f"{(r.get('first_step_s') or nan):>13.1f}{(r.get('peak_memory_gb') or nan):>9.1f}{(r.get('final_loss') or nan):>10.4f}{ratios}")
+    if case == "ddp":  # tokens/s on 2 GPUs over the same program's on 1
+        speed = {(r["peer"], r["compile"]): r.get("tokens_per_second") or nan for r in runs}
+        one = speed.get(("trainc", "eager x1"), nan)
+        for name in ("eager x2", "cudagraphs x2"):
+            print(f"  scaling 2 GPUs vs 1: trainc {name[:-3]:<11}{speed.get(('trainc', name), nan) / one:6.2f}x")
+        print(f"  scaling 2 GPUs vs 1: PyTorch DDP {speed.get(('pytorch DDP x2', 'none'), nan) / speed.get(('pytorch', 'none'), nan):6.2f}x")
 PY

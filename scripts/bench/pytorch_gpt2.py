@@ -5,15 +5,20 @@ batch and precision: bf16 autocast, fused AdamW, gradient clipping at 1.0, synth
 Prints one JSON line: median step time over --interval-step intervals after the first one, tokens/s, first-step time and peak
 GPU memory. Usage: python3 pytorch_gpt2.py --compile {none,default,reduce-overhead} [--steps 40] [--interval 10]
 (and --batch, --block, --n-layer, --n-head, --n-embd, --vocab for other sizes)
+
+Started by torchrun (WORLD_SIZE > 1), it trains data-parallel with DistributedDataParallel over NCCL, each rank on its own
+GPU with --batch samples a step; rank 0 prints, tokens/s counting every rank's tokens.
 """
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -94,13 +99,22 @@ def main():
     parser.add_argument("--profile", action="store_true", help="then profile 5 steps: GPU kernel time per step, top kernels (stderr)")
     args = parser.parse_args()
 
-    torch.manual_seed(42)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
     device = "cuda"
+    if world > 1:
+        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl")
+    torch.manual_seed(42)
     model = GPT(args.vocab, args.block, args.n_layer, args.n_head, args.n_embd).to(device)
+    torch.manual_seed(42 + rank)  # each rank its own batches
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                                   lr=6e-4, betas=(0.9, 0.95), fused=True)
+    if world > 1:  # after the optimizer took the parameters, which DDP keeps
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.device(device).index])
     tokens = torch.randint(args.vocab, (1024 * args.block + 1,))
 
     def train_step(x, y):
@@ -139,9 +153,14 @@ def main():
     median = statistics.median(intervals[1:] if len(intervals) > 1 else intervals)  # steps 12 onwards
     if args.profile:
         profile(step, batch)
-    print(json.dumps({"peer": "pytorch", "compile": args.compile, "median_step_ms": 1000 * median,
-                      "tokens_per_second": args.batch * args.block / median, "first_step_s": first_step,
-                      "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9, "final_loss": loss.item()}))
+    final_loss = loss.item()
+    if rank == 0:
+        print(json.dumps({"peer": "pytorch" if world == 1 else f"pytorch DDP x{world}", "compile": args.compile,
+                          "median_step_ms": 1000 * median, "tokens_per_second": world * args.batch * args.block / median,
+                          "first_step_s": first_step, "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9,
+                          "final_loss": final_loss}))
+    if world > 1:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

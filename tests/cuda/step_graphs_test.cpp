@@ -7,6 +7,10 @@
 // normwise) and the trained models' logits on a batch neither saw.
 // Two micro-batches per step; steps 20-22 use another batch size, so a second signature is warmed up, captured and replayed, and the
 // first one replayed again afterwards.
+// With an exchange (as data-parallel training's all-reduce) between gradients and update, a step is
+// two graphs with eager work between their replays: here the exchange zeroes the token embedding's
+// gradient in place, which leaves that table to weight decay alone only if it runs at every replay,
+// after the backward and before the update.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
@@ -42,7 +46,7 @@ struct Trajectory {
 };
 
 // mode: "eager", "cudagraphs" (eager autograd in the graph) or "reduce-overhead" (compiled programs).
-Trajectory train(const std::string& mode, bool bf16, uint64_t seed) {
+Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_exchange = false) {
   ModelConfig config;
   config.name = "gpt";
   config.n_layer = 2;
@@ -90,16 +94,22 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed) {
     }
     return loss;
   };
+  torch::Tensor embedding;
+  for (const auto& [name, p] : model->named_parameters()) {
+    if (name == "wte.weight") embedding = p;
+  }
+  REQUIRE(embedding.defined());
+  auto exchange = [&] { embedding.mutable_grad().zero_(); };
+  StepPhases phases;
+  phases.gradients = gradients;
+  if (with_exchange) phases.exchange = exchange;
+  phases.update = [&] {
+    const torch::Tensor grad_norm = clip_grad_norm(params, 1.0);
+    optimizer->step();
+    return grad_norm;
+  };
   StepGraphs graphs(
-      kGpu, params,
-      [&](const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
-        StepResult result;
-        result.loss = gradients(inputs, targets);
-        result.grad_norm = clip_grad_norm(params, 1.0);
-        optimizer->step();
-        return result;
-      },
-      [&](const GraphEvent& event) { trajectory.events.push_back(event.outcome + " " + event.signature); },
+      kGpu, params, phases, [&](const GraphEvent& event) { trajectory.events.push_back(event.outcome + " " + event.signature); },
       [](const std::string& warning) { FAIL(warning); });
 
   std::vector<torch::Tensor> losses;
@@ -116,6 +126,7 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed) {
     set_learning_rate(*optimizer, 3e-3 * (1.0 - step / 60.0));
     if (mode == "eager") {
       losses.push_back(gradients(inputs, targets));
+      if (with_exchange) exchange();
       clip_grad_norm(params, 1.0);
       optimizer->step();
       optimizer->zero_grad();
@@ -205,6 +216,19 @@ TEST_CASE("whole-step CUDA graphs train as eager does, float32", "[cuda]") {
   // The same kernels replayed: differences only where a reduction's order depends on the stream.
   SECTION("cudagraphs") { check_follows(train("cudagraphs", false, seed), eager, 1e-5); }
   SECTION("reduce-overhead") { check_follows(train("reduce-overhead", false, seed), eager, 1e-3); }
+}
+
+TEST_CASE("a step with an exchange runs as two CUDA graphs with the exchange between their replays", "[cuda]") {
+  REQUIRE(torch::cuda::is_available());
+  const uint64_t seed = std::random_device{}() % (1u << 30);
+  INFO("seed " << seed);
+  const Trajectory eager = train("eager", false, seed, /*with_exchange=*/true);
+  check_follows(train("cudagraphs", false, seed, /*with_exchange=*/true), eager, 1e-5);
+  // The exchange ran at every step: the embedding moved by weight decay alone, unlike a run without it.
+  const Trajectory plain = train("eager", false, seed);
+  const auto embedding = std::find(eager.names.begin(), eager.names.end(), "wte.weight") - eager.names.begin();
+  REQUIRE(embedding < static_cast<std::ptrdiff_t>(eager.names.size()));
+  CHECK(normwise_relative_error(eager.weights[embedding], plain.weights[embedding]) > 1e-3);
 }
 
 TEST_CASE("whole-step CUDA graphs train as eager does, bf16 autocast", "[cuda]") {

@@ -3,28 +3,53 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
 #include "trainc/common/error.h"
+
+// Set per source file by the build, for the process groups it found.
+#ifndef TRAINC_WITH_GLOO
+#define TRAINC_WITH_GLOO 0
+#endif
+#ifndef TRAINC_WITH_NCCL
+#define TRAINC_WITH_NCCL 0
+#endif
 
 #if TRAINC_WITH_GLOO
 #ifndef USE_C10D_GLOO  // the gloo declarations of c10d's header are behind it
 #define USE_C10D_GLOO
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
+#if TRAINC_WITH_NCCL  // USE_C10D_NCCL, which its header is behind, comes from the build
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#if TRAINC_WITH_GLOO || TRAINC_WITH_NCCL
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <mutex>
+
+#include "trainc/compat/torch_compat.h"
 #endif
 
 namespace trainc {
 
-#if TRAINC_WITH_GLOO
+#if TRAINC_WITH_GLOO || TRAINC_WITH_NCCL
 
 namespace {
+
+// What gloo's and NCCL's process groups derive from: c10d's Backend since PyTorch 2.0.
+#if TRAINC_TORCH_2
+using CollectiveGroup = c10d::Backend;
+#else
+using CollectiveGroup = c10d::ProcessGroup;
+#endif
 
 constexpr int64_t kBucketBytes = 25 * 1024 * 1024;
 
@@ -58,19 +83,43 @@ struct DataParallel::Impl {
   World world;
   std::chrono::seconds timeout;
   c10::intrusive_ptr<c10d::TCPStore> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<CollectiveGroup> group;
+  // Where the collectives' tensors live: the CPU for gloo, this rank's GPU for NCCL.
+  c10::Device device{c10::kCPU};
+
+  // With `on_host`, the host waits until the collective is done, or throws after `timeout` (a
+  // rank died or hangs): what gloo always does, and NCCL for the values the host reads next (the
+  // per-step stop agreement, the logged loss). Without, NCCL's wait only orders the current CUDA
+  // stream after the collective, so the gradients' all-reduce costs the host nothing.
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, bool on_host) {
+    if (device.is_cuda() && !on_host) {
+      work->wait();
+    } else {
+      work->wait(std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+    }
+  }
 
   // Runs one collective; a failure names the ranks of this host whose process is gone.
   template <typename Collective>
-  void run(const std::string& what, Collective collective) {
+  void run(const std::string& what, Collective collective, bool on_host = true) {
     try {
-      auto work = collective();
-      work->wait(std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+      wait(collective(), on_host);
     } catch (const std::exception& error) {
-      throw UserError("rank " + std::to_string(world.rank) + ": " + what + " failed: " + missing_ranks() + " (" +
-                          std::string(error.what()).substr(0, 300) + ")",
-                      kExitFailure);
+      fail("rank " + std::to_string(world.rank) + ": " + what + " failed: " + missing_ranks() + " (" +
+           std::string(error.what()).substr(0, 300) + ")");
     }
+  }
+
+  // A failed collective ends the run. Over NCCL it ends the process here and now: the collective
+  // that never completed still occupies the GPU, and the process group's destructor (reached by
+  // unwinding) would wait for it forever. Checkpoints are written whole or not at all, so
+  // skipping the unwinding loses nothing.
+  [[noreturn]] void fail(const std::string& message) {
+    if (!device.is_cuda()) throw UserError(message, kExitFailure);
+    std::fflush(nullptr);
+    std::fprintf(stderr, "trainc: error: %s\n", message.c_str());
+    std::fflush(stderr);
+    std::_Exit(kExitFailure);
   }
 
   std::vector<at::Tensor> parameters;
@@ -81,8 +130,7 @@ struct DataParallel::Impl {
   bool armed = false;
   std::size_t next_launch = 0;
 
-  // Buckets over the parameters in reverse, cut at kBucketBytes and where the dtype changes; a
-  // post hook on each parameter's gradient accumulator reports when its .grad is complete.
+  // Buckets over the parameters in reverse, cut at kBucketBytes and where the dtype changes.
   void make_buckets(const std::vector<at::Tensor>& params) {
     parameters = params;
     bucket_of.assign(params.size(), 0);
@@ -98,11 +146,28 @@ struct DataParallel::Impl {
       bucket_of[k] = buckets.size() - 1;
       bytes += size;
     }
-    for (std::size_t k = 0; k < params.size(); ++k) {
-      if (!params[k].requires_grad()) continue;
-      accumulators.push_back(torch::autograd::impl::grad_accumulator(params[k]));
+  }
+
+  // A post hook on each parameter's gradient accumulator reports when its .grad is complete. Only
+  // for steps that overlap the all-reduce with autograd's backward: an accumulator records the
+  // CUDA stream current when it is made, and a step captured as a CUDA graph on another stream
+  // must not find one made here.
+  void add_gradient_hooks() {
+    for (std::size_t k = 0; k < parameters.size(); ++k) {
+      if (!parameters[k].requires_grad()) continue;
+      accumulators.push_back(torch::autograd::impl::grad_accumulator(parameters[k]));
       accumulators.back()->add_post_hook(std::make_unique<GradientReady>(this, k));
     }
+  }
+
+  // No bucket launched or ready: a step's communication starts from here. Under `mutex`.
+  void start_step() {
+    for (Bucket& bucket : buckets) {
+      bucket.ready = 0;
+      bucket.flat.clear();
+      bucket.work.reset();
+    }
+    next_launch = 0;
   }
 
   void on_gradient_ready(std::size_t parameter) {
@@ -127,9 +192,8 @@ struct DataParallel::Impl {
       bucket.work = group->allreduce(bucket.flat);
     } catch (const std::exception& error) {
       bucket.work.reset();
-      throw UserError("rank " + std::to_string(world.rank) + ": all-reducing gradients failed: " + missing_ranks() + " (" +
-                          std::string(error.what()).substr(0, 300) + ")",
-                      kExitFailure);
+      fail("rank " + std::to_string(world.rank) + ": all-reducing gradients failed: " + missing_ranks() + " (" +
+           std::string(error.what()).substr(0, 300) + ")");
     }
   }
 
@@ -170,14 +234,35 @@ struct DataParallel::Impl {
   }
 };
 
-DataParallel::DataParallel(const World& world, const std::string& backend, std::chrono::seconds timeout)
+namespace {
+
+// The process groups this build has, for messages.
+std::string built_backends() {
+  std::string names;
+#if TRAINC_WITH_GLOO
+  names += "gloo";
+#endif
+#if TRAINC_WITH_NCCL
+  names += names.empty() ? "nccl" : " and nccl";
+#endif
+  return names;
+}
+
+}  // namespace
+
+DataParallel::DataParallel(const World& world, const std::string& backend, c10::Device device, std::chrono::seconds timeout)
     : impl_(std::make_unique<Impl>()) {
-  if (backend != "gloo") {
-    throw UserError("ddp_backend: " + backend + ": this build of trainc runs data-parallel training over gloo only; set "
-                    "ddp_backend: gloo");
+  const bool built = (backend == "gloo" && TRAINC_WITH_GLOO) || (backend == "nccl" && TRAINC_WITH_NCCL);
+  if (!built) {
+    throw UserError("ddp_backend: " + backend + ": this build of trainc runs data-parallel training over " + built_backends() +
+                    " only (gloo needs Debian's libgloo-dev, nccl a CUDA LibTorch and nccl.h, found at configure time)");
+  }
+  if ((backend == "nccl") != device.is_cuda()) {
+    throw UserError("ddp_backend: " + backend + " with this run on " + device.str() + ": nccl needs the GPUs, gloo the CPU");
   }
   impl_->world = world;
   impl_->timeout = timeout;
+  impl_->device = device;
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(world.master_port);
   options.isServer = world.is_main();
@@ -190,10 +275,22 @@ DataParallel::DataParallel(const World& world, const std::string& backend, std::
       const std::string text = hostname() + ":" + std::to_string(getpid());
       return std::vector<uint8_t>(text.begin(), text.end());
     }());
-    auto group_options = c10d::ProcessGroupGloo::Options::create(std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
-    group_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(world.master_addr == "localhost" ? "127.0.0.1"
-                                                                                                                     : world.master_addr));
-    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, world.rank, world.size, group_options);
+    const auto timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+#if TRAINC_WITH_GLOO
+    if (backend == "gloo") {
+      auto options = c10d::ProcessGroupGloo::Options::create(timeout_ms);
+      options->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname(world.master_addr == "localhost" ? "127.0.0.1" : world.master_addr));
+      impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, world.rank, world.size, options);
+    }
+#endif
+#if TRAINC_WITH_NCCL
+    if (backend == "nccl") {
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = timeout_ms;  // the watchdog aborts a collective that outlives it
+      impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, world.rank, world.size, options);
+    }
+#endif
   } catch (const UserError&) {
     throw;
   } catch (const std::exception& error) {
@@ -216,18 +313,15 @@ void DataParallel::broadcast(std::vector<at::Tensor>& tensors) {
 void DataParallel::expect_gradients(const std::vector<at::Tensor>& parameters) {
   Impl& impl = *impl_;
   if (impl.parameters.empty()) impl.make_buckets(parameters);
+  if (impl.accumulators.empty()) impl.add_gradient_hooks();
   std::lock_guard<std::mutex> lock(impl.mutex);
-  for (Bucket& bucket : impl.buckets) {
-    bucket.ready = 0;
-    bucket.flat.clear();
-    bucket.work.reset();
-  }
-  impl.next_launch = 0;
+  impl.start_step();
   impl.armed = true;
 }
 
-void DataParallel::finish_gradients() {
+void DataParallel::finish_gradients(const std::vector<at::Tensor>& parameters) {
   Impl& impl = *impl_;
+  if (impl.parameters.empty()) impl.make_buckets(parameters);
   {
     std::lock_guard<std::mutex> lock(impl.mutex);
     impl.armed = false;
@@ -235,7 +329,7 @@ void DataParallel::finish_gradients() {
   }
   for (Bucket& bucket : impl.buckets) {
     if (!bucket.work) continue;
-    impl.run("all-reducing gradients", [&] { return bucket.work; });
+    impl.run("all-reducing gradients", [&] { return bucket.work; }, /*on_host=*/false);
     bucket.flat[0].div_(impl.world.size);
     int64_t offset = 0;
     for (std::size_t member : bucket.members) {
@@ -244,46 +338,49 @@ void DataParallel::finish_gradients() {
       grad.copy_(bucket.flat[0].narrow(0, offset, grad.numel()).view(grad.sizes()));
       offset += grad.numel();
     }
-    bucket.work.reset();
   }
+  std::lock_guard<std::mutex> lock(impl.mutex);
+  impl.start_step();  // the next call launches every bucket again, whether or not a backward armed them
 }
 
 at::Tensor DataParallel::mean(const at::Tensor& value) {
-  std::vector<at::Tensor> one = {value.detach().to(at::kDouble).clone().reshape({1})};
+  std::vector<at::Tensor> one = {value.detach().to(impl_->device, at::kDouble).clone().reshape({1})};
   impl_->run("averaging the logged loss", [&] { return impl_->group->allreduce(one); });
-  return (one[0] / impl_->world.size).reshape({});
+  return (one[0] / impl_->world.size).reshape({}).to(value.device());
 }
 
 std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) {
-  std::vector<at::Tensor> input = {tensor.contiguous()};
+  std::vector<at::Tensor> input = {tensor.to(impl_->device).contiguous()};
   std::vector<std::vector<at::Tensor>> output(1);
   for (int rank = 0; rank < impl_->world.size; ++rank) output[0].push_back(at::empty_like(input[0]));
   impl_->run("gathering the ranks' generator states", [&] { return impl_->group->allgather(output, input); });
-  return output[0];
+  std::vector<at::Tensor> gathered;
+  for (const at::Tensor& part : output[0]) gathered.push_back(part.to(tensor.device()));
+  return gathered;
 }
 
 bool DataParallel::any(bool value) {
-  std::vector<at::Tensor> one = {at::full({1}, value ? 1 : 0, at::kInt)};
+  std::vector<at::Tensor> one = {at::full({1}, value ? 1 : 0, at::TensorOptions().dtype(at::kInt).device(impl_->device))};
   impl_->run("agreeing on a stop", [&] { return impl_->group->allreduce(one); });
-  return one[0].item<int>() > 0;
+  return one[0].item<int>() > 0;  // a host sync on either backend
 }
 
-void DataParallel::barrier() {
-  impl_->run("waiting for every rank", [&] { return impl_->group->barrier(); });
-}
+// An all-reduce read back on the host, rather than the process group's barrier: NCCL's returns
+// before the host has waited for anything.
+void DataParallel::barrier() { any(false); }
 
 #else
 
 struct DataParallel::Impl {};
 
-DataParallel::DataParallel(const World&, const std::string&, std::chrono::seconds) {
-  throw UserError("WORLD_SIZE > 1: this build of trainc has no gloo (Debian's libgloo-dev, found at configure time); "
-                  "run one process, or rebuild with libgloo-dev installed");
+DataParallel::DataParallel(const World&, const std::string&, c10::Device, std::chrono::seconds) {
+  throw UserError("WORLD_SIZE > 1: this build of trainc has no process group: neither gloo (Debian's libgloo-dev) nor NCCL (a CUDA "
+                  "LibTorch and nccl.h) was found at configure time; run one process, or rebuild with one of them");
 }
 DataParallel::~DataParallel() = default;
 void DataParallel::broadcast(std::vector<at::Tensor>&) {}
 void DataParallel::expect_gradients(const std::vector<at::Tensor>&) {}
-void DataParallel::finish_gradients() {}
+void DataParallel::finish_gradients(const std::vector<at::Tensor>&) {}
 at::Tensor DataParallel::mean(const at::Tensor& value) { return value; }
 std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) { return {tensor}; }
 bool DataParallel::any(bool value) { return value; }

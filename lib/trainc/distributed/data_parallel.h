@@ -1,13 +1,16 @@
 // defines: DataParallel
 //
 // The collectives a data-parallel run needs, on LibTorch's c10d: a TCPStore rendezvous at
-// MASTER_ADDR:MASTER_PORT (rank 0 hosts it) and a ProcessGroupGloo. Gradients are averaged in
+// MASTER_ADDR:MASTER_PORT (rank 0 hosts it) and a process group: ProcessGroupGloo on the CPU,
+// ProcessGroupNCCL on GPUs (each rank on its own). Gradients are averaged in
 // buckets of about 25 MB (one flat all-reduce per bucket, as DistributedDataParallel's default
 // bucket size), during the last micro-batch's backward: a bucket's all-reduce starts as soon as
 // autograd has accumulated all of its gradients, in bucket order on every rank (parameters in
 // reverse, roughly the order backward reaches them). Accumulation micro-steps communicate
 // nothing. A collective that fails or outlives ddp_timeout (a rank died or hangs) becomes a
-// UserError (exit 1) naming the ranks on this host that are gone.
+// UserError (exit 1) naming the ranks on this host that are gone. Over NCCL the gradients'
+// all-reduce is asynchronous to the host, so it is the next collective whose value the host reads
+// (every step agrees on whether to stop) that waits out ddp_timeout and reports.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -23,8 +26,9 @@ namespace trainc {
 
 class DataParallel {
  public:
-  // backend: "gloo" (NCCL is not built yet: a UserError says so).
-  DataParallel(const World& world, const std::string& backend, std::chrono::seconds timeout);
+  // backend: "gloo" with `device` the CPU, or "nccl" with `device` this rank's GPU. One this build
+  // lacks is a UserError that names the ones it has.
+  DataParallel(const World& world, const std::string& backend, c10::Device device, std::chrono::seconds timeout);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -35,9 +39,10 @@ class DataParallel {
   // all-reduce when its gradients are complete. `parameters` must be the same list every step.
   void expect_gradients(const std::vector<at::Tensor>& parameters);
   // After that backward: all-reduces the buckets autograd did not complete (all of them for a
-  // compiled step, whose backward is a program, not autograd), waits, and replaces every defined
-  // .grad by its mean over the ranks.
-  void finish_gradients();
+  // compiled step, whose backward is a program, not autograd, and for a step that ran as a CUDA
+  // graph, when expect_gradients was not called), waits, and replaces every defined .grad by its
+  // mean over the ranks. On NCCL the wait is the current stream's, not the host's.
+  void finish_gradients(const std::vector<at::Tensor>& parameters);
   // The mean over the ranks of a 0-dim tensor (the logged loss).
   at::Tensor mean(const at::Tensor& value);
   // Every rank's copy of a CPU tensor of one shape, by rank.

@@ -1,6 +1,7 @@
 #include "trainc/train/trainer.h"
 
 #include <spdlog/spdlog.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/torch.h>
 
 #include <sched.h>
@@ -145,8 +146,9 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
   const auto count = static_cast<double>(inputs.size());
   torch::Tensor loss = torch::zeros({}, torch::TensorOptions().device(device_));
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    // Data-parallel: the last micro-batch's backward starts the gradient all-reduces.
-    if (data_parallel_ && i + 1 == inputs.size()) data_parallel_->expect_gradients(parameters_);
+    // Data-parallel: the last micro-batch's backward starts the gradient all-reduces, except in
+    // a CUDA graph, which records no collective (they run between its graphs: run_step).
+    if (data_parallel_ && !step_graphs_ && i + 1 == inputs.size()) data_parallel_->expect_gradients(parameters_);
     if (compiler_) {
       // The compiled backward is seeded with the same factor eager backward() gets.
       const double seed = (scaler_.enabled() ? scaler_.scale() : 1.0) / count;
@@ -158,14 +160,6 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
     loss += micro_loss.detach();
   }
   return loss;
-}
-
-StepResult Trainer::whole_step(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
-  StepResult result;
-  result.loss = accumulate_gradients(inputs, targets);
-  result.grad_norm = clip_grad_norm(parameters_, args_.max_grad_norm);
-  optimizer_->step();  // capturable: reads the learning rate written before the replay
-  return result;
 }
 
 void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, torch::Tensor& grad_norm) {
@@ -183,7 +177,7 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
     return;
   }
   loss = accumulate_gradients(inputs, targets);
-  if (data_parallel_) data_parallel_->finish_gradients();  // the means, in .grad
+  if (data_parallel_) data_parallel_->finish_gradients(parameters_);  // the means, in .grad
   if (scaler_.enabled()) {
     for (torch::Tensor& parameter : parameters_) {
       if (parameter.grad().defined()) parameter.grad().mul_(1.0 / scaler_.scale());
@@ -304,6 +298,8 @@ void Trainer::setup() {
     throw UserError("LOCAL_RANK=" + std::to_string(world_.local_rank) + ": this host has " + std::to_string(torch::cuda::device_count()) +
                     " CUDA devices; start at most that many processes per host");
   }
+  // This rank's GPU becomes the current one, where anything made for plain "cuda" lands too.
+  if (device_.is_cuda()) c10::impl::getDeviceGuardImpl(device_.type())->setDevice(device_);
   precision_ = resolve_precision(args_, device_);
   scaler_ = LossScaler(args_.fp16);
   // LibTorch counts physical cores for its default thread count, which leaves half of a
@@ -320,10 +316,6 @@ void Trainer::setup() {
     if (ddp_backend_ == "nccl" && !device_.is_cuda()) {
       throw UserError("ddp_backend: nccl needs CUDA GPUs and this run is on the CPU; set ddp_backend: gloo");
     }
-    if (backend_ && backend_->whole_step_graph()) {
-      throw UserError("WORLD_SIZE=" + std::to_string(world_.size) + " with a whole-step CUDA graph (" + backend_->describe() +
-                      "): data-parallel steps do not run as CUDA graphs yet; use torch_compile_mode: default");
-    }
   }
   torch::manual_seed(static_cast<uint64_t>(args_.seed));
   data_seed_ = static_cast<uint64_t>(args_.data_seed.value_or(args_.seed));
@@ -337,7 +329,7 @@ void Trainer::setup() {
   model_->set_training(true);
   if (world_.distributed()) {
     // Rendezvous only after everything above was checked: a bad config fails every rank at once.
-    data_parallel_ = std::make_unique<DataParallel>(world_, ddp_backend_, std::chrono::seconds(args_.ddp_timeout));
+    data_parallel_ = std::make_unique<DataParallel>(world_, ddp_backend_, device_, std::chrono::seconds(args_.ddp_timeout));
     std::vector<torch::Tensor> replicated;
     for (const auto& item : model_->named_parameters()) replicated.push_back(item.second.detach());
     for (const auto& item : model_->named_buffers()) replicated.push_back(item.second.detach());
@@ -373,9 +365,17 @@ void Trainer::start_compiler() {
       reporter_->info("cuda graph: " + event.outcome +
                       (event.outcome == "captured" ? " in " + format_number(event.seconds, 3) + " s" : "") + " (" + event.signature + ")");
     };
-    step_graphs_ = std::make_unique<StepGraphs>(
-        device_, parameters_, [this](const auto& inputs, const auto& targets) { return whole_step(inputs, targets); }, on_event,
-        [this](const std::string& warning) { reporter_->warn(warning); });
+    StepPhases phases;
+    phases.gradients = [this](const auto& inputs, const auto& targets) { return accumulate_gradients(inputs, targets); };
+    // Data-parallel: the all-reduce runs between the gradients' graph and the update's.
+    if (data_parallel_) phases.exchange = [this] { data_parallel_->finish_gradients(parameters_); };
+    phases.update = [this] {
+      const torch::Tensor grad_norm = clip_grad_norm(parameters_, args_.max_grad_norm);
+      optimizer_->step();  // capturable: reads the learning rate written before the replay
+      return grad_norm;
+    };
+    step_graphs_ = std::make_unique<StepGraphs>(device_, parameters_, std::move(phases), on_event,
+                                                [this](const std::string& warning) { reporter_->warn(warning); });
   }
   // cudagraphs records eager autograd; the other backends run compiled programs.
   if (!backend_ || backend_->backend == "eager" || backend_->backend == "cudagraphs") return;

@@ -59,8 +59,6 @@ class Trainer {
   // Forward and backward of each micro-batch (eager autograd, or the compiled step): gradients
   // accumulate into .grad; returns the mean loss, detached.
   torch::Tensor accumulate_gradients(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets);
-  // What a whole-step CUDA graph records: gradients, clipping and the optimizer update.
-  StepResult whole_step(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets);
   // Throws (exit 1) if any step so far had a non-finite loss. A host sync: called at every step on
   // the CPU, and before each log record, evaluation and save on a GPU.
   void check_finite_loss();

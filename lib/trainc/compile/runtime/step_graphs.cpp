@@ -29,17 +29,21 @@ void copy_into(std::vector<at::Tensor>& buffers, const std::vector<at::Tensor>& 
 
 }  // namespace
 
-StepGraphs::StepGraphs(c10::Device device, std::vector<at::Tensor> parameters, StepBody body,
+StepGraphs::StepGraphs(c10::Device device, std::vector<at::Tensor> parameters, StepPhases phases,
                        std::function<void(const GraphEvent&)> on_event, std::function<void(const std::string&)> warn, int max_graphs)
     : device_(device),
       parameters_(std::move(parameters)),
-      body_(std::move(body)),
+      phases_(std::move(phases)),
       on_event_(std::move(on_event)),
       warn_(std::move(warn)),
       max_graphs_(max_graphs) {}
 
 void StepGraphs::clear_gradients() {
   for (at::Tensor& parameter : parameters_) parameter.mutable_grad() = at::Tensor();
+}
+
+void StepGraphs::use_gradients(const Entry& entry) {
+  for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].mutable_grad() = entry.gradients[i];
 }
 
 StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
@@ -53,14 +57,23 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
         on_event_({signature, "graph limit: running without a graph", 0.0});
         warned_limit_ = true;
       }
-      clear_gradients();
-      return body_(inputs, targets);
+      return run_without_graph(inputs, targets);
     }
     Entry& entry = entries_[signature];
     entry.graph = std::make_unique<CudaGraph>(device_);
     clear_gradients();
     StepResult result;
-    entry.graph->run([&] { result = body_(inputs, targets); });
+    if (phases_.exchange) {
+      entry.update = std::make_unique<CudaGraph>(device_);
+      entry.graph->run([&] { result.loss = phases_.gradients(inputs, targets); });
+      phases_.exchange();
+      entry.update->run([&] { result.grad_norm = phases_.update(); });
+    } else {
+      entry.graph->run([&] {
+        result.loss = phases_.gradients(inputs, targets);
+        result.grad_norm = phases_.update();
+      });
+    }
     on_event_({signature, "warm-up", 0.0});
     return result;
   }
@@ -70,7 +83,18 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
     entry.inputs = clones(inputs);
     entry.targets = clones(targets);
     clear_gradients();
-    entry.graph->capture([&] { entry.outputs = body_(entry.inputs, entry.targets); });
+    // Captured work is recorded, not run: the update graph reads the gradient tensors the first
+    // graph's capture allocated, which every replay of it overwrites in place.
+    if (entry.update) {
+      entry.graph->capture([&] { entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets); });
+      entry.update->capture([&] { entry.outputs.grad_norm = phases_.update(); });
+    } else {
+      entry.graph->capture([&] {
+        entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets);
+        entry.outputs.grad_norm = phases_.update();
+      });
+    }
+    for (const at::Tensor& parameter : parameters_) entry.gradients.push_back(parameter.grad());
     entry.captured = true;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     pending_seconds_ += seconds;
@@ -78,9 +102,23 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
   } else {
     copy_into(entry.inputs, inputs);
     copy_into(entry.targets, targets);
+    use_gradients(entry);
   }
   entry.graph->replay();
+  if (entry.update) {
+    phases_.exchange();
+    entry.update->replay();
+  }
   return entry.outputs;
+}
+
+StepResult StepGraphs::run_without_graph(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
+  clear_gradients();
+  StepResult result;
+  result.loss = phases_.gradients(inputs, targets);
+  if (phases_.exchange) phases_.exchange();
+  result.grad_norm = phases_.update();
+  return result;
 }
 
 double StepGraphs::take_capture_seconds() {

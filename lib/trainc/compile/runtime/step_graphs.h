@@ -3,6 +3,10 @@
 // Whole-step CUDA graphs (torch_compile_mode reduce-overhead, backend cudagraphs): the training
 // step (forward, backward, gradient clipping and the optimizer update) is recorded once per input
 // signature and replayed, so a step costs one graph launch instead of hundreds of kernel launches.
+// A step with an exchange between its gradients and its update (data-parallel training: the
+// gradient all-reduce) is two graphs per signature, and the exchange runs between their replays,
+// outside any graph: the collectives stay ordinary, so a rank that dies is detected as in an
+// eager step, and no collective is recorded under a process group's feet.
 //
 // Per signature (the micro-batches' shapes, dtypes and device):
 //   first step   a warm-up, run normally on the graph's side stream. A capture records work
@@ -33,8 +37,15 @@ struct StepResult {
   at::Tensor grad_norm;  // the gradient norm before clipping
 };
 
-// One whole training step over micro-batches (inputs[i], targets[i]), gradients starting from none.
-using StepBody = std::function<StepResult(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets)>;
+// The phases of one training step over micro-batches (inputs[i], targets[i]).
+struct StepPhases {
+  // Forward and backward of every micro-batch, gradients starting from none: the mean loss.
+  std::function<at::Tensor(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets)> gradients;
+  // Optional: what happens to the gradients between the two (eager work on the current stream).
+  std::function<void()> exchange;
+  // Clipping and the optimizer update: the gradient norm before clipping.
+  std::function<at::Tensor()> update;
+};
 
 struct GraphEvent {
   std::string signature;
@@ -44,8 +55,8 @@ struct GraphEvent {
 
 class StepGraphs {
  public:
-  StepGraphs(c10::Device device, std::vector<at::Tensor> parameters, StepBody body, std::function<void(const GraphEvent&)> on_event,
-             std::function<void(const std::string&)> warn, int max_graphs = 8);
+  StepGraphs(c10::Device device, std::vector<at::Tensor> parameters, StepPhases phases,
+             std::function<void(const GraphEvent&)> on_event, std::function<void(const std::string&)> warn, int max_graphs = 8);
 
   // A replayed step's results are the graph's output buffers: the next replay of the same
   // signature overwrites them.
@@ -56,16 +67,22 @@ class StepGraphs {
 
  private:
   struct Entry {
-    std::unique_ptr<CudaGraph> graph;
+    std::unique_ptr<CudaGraph> graph;   // the whole step, or its gradients when there is an exchange
+    std::unique_ptr<CudaGraph> update;  // the update, when there is an exchange
     bool captured = false;
     std::vector<at::Tensor> inputs, targets;  // static buffers the graph reads
+    std::vector<at::Tensor> gradients;        // the .grad tensors the captured backward writes
     StepResult outputs;                        // buffers the graph writes
   };
   void clear_gradients();
+  // Points each parameter's .grad at the tensors this entry's graphs write and read, so that work
+  // outside them (the exchange) sees this signature's gradients, not another graph's.
+  void use_gradients(const Entry& entry);
+  StepResult run_without_graph(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets);
 
   c10::Device device_;
   std::vector<at::Tensor> parameters_;
-  StepBody body_;
+  StepPhases phases_;
   std::function<void(const GraphEvent&)> on_event_;
   std::function<void(const std::string&)> warn_;
   int max_graphs_;
