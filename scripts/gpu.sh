@@ -40,7 +40,8 @@ test_summary="not run (TRAINC_GPU_TESTS=0)"
 if [[ "${TRAINC_GPU_TESTS:-1}" == 1 ]]; then
   step "tests labelled cuda"
   ctest --test-dir build-gpu -L cuda --verbose --timeout 300 > "$OUT/ctest.log" 2>&1  # verbose: the tests' measured differences
-  grep -o "largest relative loss difference.*\|two NCCL processes (.*\|a killed NCCL rank:.*\|the two-process NCCL test.*"
+  grep -o "largest relative loss difference.*\|two NCCL processes (.*\|a killed NCCL rank:.*\|the two-process NCCL test.*" \
+    "$OUT/ctest.log" > "$OUT/cuda-test-figures.log"
   test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
 fi
 
@@ -62,8 +63,8 @@ GPUS=$(nvidia-smi --list-gpus 2>/dev/null | wc -l)
 trainc_run() {  # case, run name, extra flags; WORLD=N when the flags start N processes
   local case=$1 name=$2 world=${WORLD:-1}; shift 2
   step "$case: trainc $name"
-  # shellcheck disable=SC2086
   local dir="$OUT/$case-${name// /-}"
+  # shellcheck disable=SC2086
   timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$dir" --logging-first-step \
     ${TRAINC_FLAGS[$case]} "$@" > "$dir.log" 2>&1
   local rc=$?
@@ -143,6 +144,6 @@ for case in dict.fromkeys(r["case"] for r in rows):
         speed = {(r["peer"], r["compile"]): r.get("tokens_per_second") or nan for r in runs}
         one = speed.get(("trainc", "eager x1"), nan)
         for name in ("eager x2", "cudagraphs x2"):
-            print(f"  scaling 2 GPUs vs 1: trainc {name[:-3]:<11}{speed.get(('trainc', name), nan) / one:6.2f}x")
-        print(f"  scaling 2 GPUs vs 1: PyTorch DDP {speed.get(('pytorch DDP x2', 'none'), nan) / speed.get(('pytorch', 'none'), nan):6.2f}x")
+            print(f"  2 GPUs over trainc eager on 1: trainc {name[:-3]:<11}{speed.get(('trainc', name), nan) / one:6.2f}x")
+        print(f"  2 GPUs over the PyTorch loop on 1: PyTorch DDP {speed.get(('pytorch DDP x2', 'none'), nan) / speed.get(('pytorch', 'none'), nan):6.2f}x")
 PY

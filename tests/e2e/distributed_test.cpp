@@ -141,3 +141,13 @@ TEST_CASE("a killed rank is reported by the other, which exits non-zero and keep
   INFO(resumed.out << resumed.err);
   CHECK(resumed.exit_code == 0);
 }
+
+TEST_CASE("a data-parallel run with a backend that does not fit the device stops at start with exit 2", "[e2e][distributed]") {
+  ScratchDir dir;
+  const CommandResult result = run_trainc("--config " + mlp_config(dir) + " --nproc-per-node 2 --ddp-backend nccl --output-dir " +
+                                          dir.file("out"));
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("ddp_backend: nccl with this run on cpu: nccl trains on GPUs, gloo on the CPU"));
+  CHECK(!fs::exists(dir.file("out")));  // checked before the output directory is touched
+}

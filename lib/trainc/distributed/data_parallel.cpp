@@ -59,6 +59,13 @@ std::string hostname() {
   return name;
 }
 
+// The start of a c10d error, whose first lines say what failed (its C++ backtrace follows).
+std::string excerpt(const std::exception& error) {
+  const std::string text = error.what();
+  const auto backtrace = text.find("\nException raised from");
+  return text.substr(0, std::min<std::size_t>(backtrace, 600));
+}
+
 // Gone, or a zombie nobody has reaped yet (dead all the same).
 bool process_alive(int pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return false;
@@ -84,6 +91,9 @@ struct DataParallel::Impl {
   std::chrono::seconds timeout;
   c10::intrusive_ptr<c10d::TCPStore> store;
   c10::intrusive_ptr<CollectiveGroup> group;
+#if TRAINC_WITH_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;  // the same group, when it is NCCL's
+#endif
   // Where the collectives' tensors live: the CPU for gloo, this rank's GPU for NCCL.
   c10::Device device{c10::kCPU};
 
@@ -105,8 +115,7 @@ struct DataParallel::Impl {
     try {
       wait(collective(), on_host);
     } catch (const std::exception& error) {
-      fail("rank " + std::to_string(world.rank) + ": " + what + " failed: " + missing_ranks() + " (" +
-           std::string(error.what()).substr(0, 300) + ")");
+      fail("rank " + std::to_string(world.rank) + ": " + what + " failed: " + missing_ranks() + " (" + excerpt(error) + ")");
     }
   }
 
@@ -160,6 +169,13 @@ struct DataParallel::Impl {
     }
   }
 
+  // Whether any rank says yes; the host waits for the answer.
+  bool any(bool value, const std::string& what) {
+    std::vector<at::Tensor> one = {at::full({1}, value ? 1 : 0, at::TensorOptions().dtype(at::kInt).device(device))};
+    run(what, [&] { return group->allreduce(one); });
+    return one[0].item<int>() > 0;
+  }
+
   // No bucket launched or ready: a step's communication starts from here. Under `mutex`.
   void start_step() {
     for (Bucket& bucket : buckets) {
@@ -192,8 +208,8 @@ struct DataParallel::Impl {
       bucket.work = group->allreduce(bucket.flat);
     } catch (const std::exception& error) {
       bucket.work.reset();
-      fail("rank " + std::to_string(world.rank) + ": all-reducing gradients failed: " + missing_ranks() + " (" +
-           std::string(error.what()).substr(0, 300) + ")");
+      fail("rank " + std::to_string(world.rank) + ": all-reducing gradients failed: " + missing_ranks() + " (" + excerpt(error) +
+           ")");
     }
   }
 
@@ -250,16 +266,21 @@ std::string built_backends() {
 
 }  // namespace
 
-DataParallel::DataParallel(const World& world, const std::string& backend, c10::Device device, std::chrono::seconds timeout)
-    : impl_(std::make_unique<Impl>()) {
+void DataParallel::check_backend(const std::string& backend, c10::Device device) {
+  if ((backend == "nccl") != device.is_cuda()) {
+    throw UserError("ddp_backend: " + backend + " with this run on " + device.str() +
+                    ": nccl trains on GPUs, gloo on the CPU (set use_cpu: true for gloo)");
+  }
   const bool built = (backend == "gloo" && TRAINC_WITH_GLOO) || (backend == "nccl" && TRAINC_WITH_NCCL);
   if (!built) {
     throw UserError("ddp_backend: " + backend + ": this build of trainc runs data-parallel training over " + built_backends() +
                     " only (gloo needs Debian's libgloo-dev, nccl a CUDA LibTorch and nccl.h, found at configure time)");
   }
-  if ((backend == "nccl") != device.is_cuda()) {
-    throw UserError("ddp_backend: " + backend + " with this run on " + device.str() + ": nccl needs the GPUs, gloo the CPU");
-  }
+}
+
+DataParallel::DataParallel(const World& world, const std::string& backend, c10::Device device, std::chrono::seconds timeout)
+    : impl_(std::make_unique<Impl>()) {
+  check_backend(backend, device);
   impl_->world = world;
   impl_->timeout = timeout;
   impl_->device = device;
@@ -287,8 +308,12 @@ DataParallel::DataParallel(const World& world, const std::string& backend, c10::
 #if TRAINC_WITH_NCCL
     if (backend == "nccl") {
       auto options = c10d::ProcessGroupNCCL::Options::create();
-      options->timeout = timeout_ms;  // the watchdog aborts a collective that outlives it
-      impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, world.rank, world.size, options);
+      // The process group's watchdog aborts a collective that outlives its timeout and takes the
+      // process down without a word about which rank is gone. trainc's own host waits use
+      // ddp_timeout; the watchdog gets a minute more, as the backstop for a wait that never comes.
+      options->timeout = timeout_ms + std::chrono::minutes(1);
+      impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, world.rank, world.size, options);
+      impl_->group = impl_->nccl;
     }
 #endif
   } catch (const UserError&) {
@@ -296,7 +321,7 @@ DataParallel::DataParallel(const World& world, const std::string& backend, c10::
   } catch (const std::exception& error) {
     throw UserError("rank " + std::to_string(world.rank) + ": rendezvous at MASTER_ADDR=" + world.master_addr +
                         " MASTER_PORT=" + std::to_string(world.master_port) + " failed within ddp_timeout (" +
-                        std::to_string(timeout.count()) + " s): " + std::string(error.what()).substr(0, 300),
+                        std::to_string(timeout.count()) + " s): " + excerpt(error),
                     kExitFailure);
   }
 }
@@ -359,19 +384,27 @@ std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) {
   return gathered;
 }
 
-bool DataParallel::any(bool value) {
-  std::vector<at::Tensor> one = {at::full({1}, value ? 1 : 0, at::TensorOptions().dtype(at::kInt).device(impl_->device))};
-  impl_->run("agreeing on a stop", [&] { return impl_->group->allreduce(one); });
-  return one[0].item<int>() > 0;  // a host sync on either backend
-}
+bool DataParallel::any(bool value) { return impl_->any(value, "agreeing on a stop"); }
 
 // An all-reduce read back on the host, rather than the process group's barrier: NCCL's returns
 // before the host has waited for anything.
-void DataParallel::barrier() { any(false); }
+void DataParallel::barrier() { impl_->any(false, "waiting for every rank"); }
+
+void DataParallel::close() {
+  barrier();
+#if TRAINC_WITH_NCCL
+  if (impl_->nccl) impl_->nccl->shutdown();  // else PyTorch warns at exit that it was never destroyed
+#endif
+}
 
 #else
 
 struct DataParallel::Impl {};
+
+void DataParallel::check_backend(const std::string& backend, c10::Device) {
+  throw UserError("ddp_backend: " + backend + ": this build of trainc has no process group: neither gloo (Debian's libgloo-dev) nor "
+                  "NCCL (a CUDA LibTorch and nccl.h) was found at configure time; run one process, or rebuild with one of them");
+}
 
 DataParallel::DataParallel(const World&, const std::string&, c10::Device, std::chrono::seconds) {
   throw UserError("WORLD_SIZE > 1: this build of trainc has no process group: neither gloo (Debian's libgloo-dev) nor NCCL (a CUDA "
@@ -385,6 +418,7 @@ at::Tensor DataParallel::mean(const at::Tensor& value) { return value; }
 std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) { return {tensor}; }
 bool DataParallel::any(bool value) { return value; }
 void DataParallel::barrier() {}
+void DataParallel::close() {}
 
 #endif
 

@@ -7,10 +7,12 @@
 // bucket size), during the last micro-batch's backward: a bucket's all-reduce starts as soon as
 // autograd has accumulated all of its gradients, in bucket order on every rank (parameters in
 // reverse, roughly the order backward reaches them). Accumulation micro-steps communicate
-// nothing. A collective that fails or outlives ddp_timeout (a rank died or hangs) becomes a
-// UserError (exit 1) naming the ranks on this host that are gone. Over NCCL the gradients'
-// all-reduce is asynchronous to the host, so it is the next collective whose value the host reads
-// (every step agrees on whether to stop) that waits out ddp_timeout and reports.
+// nothing. A collective that fails or outlives ddp_timeout (a rank died or hangs) ends the run
+// with exit 1 and a message naming the ranks on this host that are gone: over gloo as a
+// UserError; over NCCL by printing it and ending the process at once, since unwinding would reach
+// the process group's destructor, which waits for the collective that never completes. Over NCCL
+// the gradients' all-reduce is asynchronous to the host, so it is the next collective whose value
+// the host reads (every step agrees on whether to stop) that waits out ddp_timeout and reports.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -26,8 +28,9 @@ namespace trainc {
 
 class DataParallel {
  public:
-  // backend: "gloo" with `device` the CPU, or "nccl" with `device` this rank's GPU. One this build
-  // lacks is a UserError that names the ones it has.
+  // backend: "gloo" with `device` the CPU, or "nccl" with `device` this rank's GPU. Throws a
+  // UserError for one this build lacks (naming those it has) or one that does not fit the device.
+  static void check_backend(const std::string& backend, c10::Device device);
   DataParallel(const World& world, const std::string& backend, c10::Device device, std::chrono::seconds timeout);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
@@ -50,6 +53,9 @@ class DataParallel {
   // Whether any rank says yes (a signal one rank received stops them all at the same step).
   bool any(bool value);
   void barrier();
+  // After the last collective of a run that went well: waits for every rank, then shuts the
+  // process group down (NCCL's communicators are destroyed in order).
+  void close();
 
  private:
   struct Impl;

@@ -312,11 +312,7 @@ void Trainer::setup() {
   if (args_.torch_compile) backend_ = select_backend(args_, device_.is_cuda() ? "cuda" : "cpu");
   if (backend_ && backend_->backend == "inductor") kernel_cache_directory(compiler_settings_from_environment());
   ddp_backend_ = args_.ddp_backend.value_or(device_.is_cuda() ? "nccl" : "gloo");
-  if (world_.distributed()) {
-    if (ddp_backend_ == "nccl" && !device_.is_cuda()) {
-      throw UserError("ddp_backend: nccl needs CUDA GPUs and this run is on the CPU; set ddp_backend: gloo");
-    }
-  }
+  if (world_.distributed()) DataParallel::check_backend(ddp_backend_, device_);  // before loading anything
   torch::manual_seed(static_cast<uint64_t>(args_.seed));
   data_seed_ = static_cast<uint64_t>(args_.data_seed.value_or(args_.seed));
   data_ = load_data(config_.data, config_.model, args_.seed);
@@ -587,6 +583,7 @@ int Trainer::train() {
     reporter_->info(line);
     break;
   }
+  if (data_parallel_) data_parallel_->close();
   return kExitOk;
 }
 

@@ -1,4 +1,4 @@
-// defines: StepResult, StepBody, GraphEvent, StepGraphs
+// defines: StepResult, StepPhases, GraphEvent, StepGraphs
 //
 // Whole-step CUDA graphs (torch_compile_mode reduce-overhead, backend cudagraphs): the training
 // step (forward, backward, gradient clipping and the optimizer update) is recorded once per input
