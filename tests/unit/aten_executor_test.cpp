@@ -30,6 +30,9 @@ Attributes with_ints(std::vector<int64_t> ints) {
 std::vector<ExecCase> cases() {
   const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
   const auto r = [&](std::vector<int64_t> shape) { return torch::randn(shape, f64); };
+  // max_pool2d reads its maxima at the positions max_pool2d_indices found (given here by ATen).
+  const at::Tensor pool_input = r({1, 2, 4, 4});
+  const at::Tensor pool_indices = std::get<1>(at::max_pool2d_with_indices(pool_input, {2, 2}, {2, 2}, {0, 0}));
   const auto positive = [&](std::vector<int64_t> shape) { return torch::rand(shape, f64) + 0.1; };
   Attributes constant = with_ints({2, 3});
   constant.scalar = 1.5;
@@ -124,10 +127,17 @@ std::vector<ExecCase> cases() {
          torch::nn::functional::conv2d(x[1], weight, torch::nn::functional::Conv2dFuncOptions().padding(1)).backward(x[0]);
          return weight.grad();
        }},
-      {Op::max_pool2d, {r({1, 2, 4, 4})}, with_ints({2, 2, 0}), [](auto& x) {
+      {Op::max_pool2d_indices, {r({1, 2, 4, 4})}, with_ints({2, 2, 0}), [](auto& x) {
+         // Each 2x2 window's argmax (kh * 2 + kw) as a position in the 4x4 plane.
+         const auto window = x[0].view({1, 2, 2, 2, 2, 2}).permute({0, 1, 2, 4, 3, 5}).reshape({1, 2, 2, 2, 4}).argmax(-1);
+         const auto row = torch::arange(2).view({1, 1, 2, 1}) * 2 + window.div(2, "floor");
+         const auto col = torch::arange(2).view({1, 1, 1, 2}) * 2 + window.remainder(2);
+         return row * 4 + col;
+       }},
+      {Op::max_pool2d, {pool_input, pool_indices}, with_ints({2, 2, 0}), [](auto& x) {
          return x[0].view({1, 2, 2, 2, 2, 2}).amax({3, 5});
        }},
-      {Op::max_pool2d_grad, {r({1, 2, 2, 2}), r({1, 2, 4, 4})}, with_ints({2, 2, 0}), [](auto& x) {
+      {Op::max_pool2d_grad, {r({1, 2, 2, 2}), pool_input, pool_indices}, with_ints({2, 2, 0}), [](auto& x) {
          auto input = x[1].clone().requires_grad_(true);
          input.view({1, 2, 2, 2, 2, 2}).amax({3, 5}).backward(x[0]);
          return input.grad();

@@ -283,7 +283,7 @@ std::vector<ValueId> input_grads(Backward& b, ValueId id, const ir::Node& node, 
     case Op::conv2d:
       return {need[0] ? b.add(Op::conv2d_input_grad, {g, in(0), in(1)}, node.attrs) : -1,
               need[1] ? b.add(Op::conv2d_weight_grad, {g, in(0), in(1)}, node.attrs) : -1};
-    case Op::max_pool2d: return {b.add(Op::max_pool2d_grad, {g, in(0)}, node.attrs)};
+    case Op::max_pool2d: return {b.add(Op::max_pool2d_grad, {g, in(0), in(1)}, node.attrs), -1};
     case Op::avg_pool2d: return {b.add(Op::avg_pool2d_grad, {g, in(0)}, node.attrs)};
     default:
       throw ir::IrError(std::string("autodiff: no gradient rule for ") + ir::op_name(node.op));
@@ -300,6 +300,7 @@ bool has_gradient_rule(Op op) {
     case Op::attention_grad:
     case Op::conv2d_input_grad:
     case Op::conv2d_weight_grad:
+    case Op::max_pool2d_indices:
     case Op::max_pool2d_grad:
     case Op::avg_pool2d_grad:
       return false;

@@ -399,7 +399,11 @@ Values max_pool2d(ImportContext& c, const jit::Node& n) {
   const int64_t padding = square(c, arg(n, 3), "padding", 0);
   if (square(c, arg(n, 4), "dilation", 1) != 1) throw Unsupported("dilated pooling");
   if (c.bool_arg(arg(n, 5))) throw Unsupported("ceil_mode pooling");
-  return {c.add(Op::max_pool2d, {c.tensor(arg(n, 0))}, ints({kernel, stride, padding}))};
+  // The window maxima's positions first, then the maxima read at them: the backward takes the
+  // same positions instead of pooling again.
+  const ValueId input = c.tensor(arg(n, 0));
+  const ValueId indices = c.add(Op::max_pool2d_indices, {input}, ints({kernel, stride, padding}));
+  return {c.add(Op::max_pool2d, {input, indices}, ints({kernel, stride, padding}))};
 }
 
 Values avg_pool2d(ImportContext& c, const jit::Node& n) {

@@ -67,8 +67,9 @@ enum class OpKind : uint8_t {
   X(embedding_grad, kExtern, 2)   \
   X(conv2d_input_grad, kExtern, 3) \
   X(conv2d_weight_grad, kExtern, 3) \
-  X(max_pool2d, kExtern, 1)       \
-  X(max_pool2d_grad, kExtern, 2)  \
+  X(max_pool2d_indices, kExtern, 1) \
+  X(max_pool2d, kExtern, 2)       \
+  X(max_pool2d_grad, kExtern, 3)  \
   X(avg_pool2d, kExtern, 1)       \
   X(avg_pool2d_grad, kExtern, 2)
 // clang-format on

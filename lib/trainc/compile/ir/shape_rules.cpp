@@ -19,8 +19,12 @@
 //   slice_backward  grad of a slice: attrs.ints = {dim, start, end, step, input sizes...} -> input
 //   embedding_grad  (grad [..., dim], indices [...]) with attrs.ints = {vocab} -> [vocab, dim]
 //   conv2d_input_grad / conv2d_weight_grad  (grad, input, weight), conv2d's ints -> input / weight
-//   max_pool2d   attrs.ints = {kernel, stride, padding}; avg_pool2d: + {count_include_pad}
-//   *_pool2d_grad  (grad, input) -> input
+//   max_pool2d_indices  input [N, C, H, W], attrs.ints = {kernel, stride, padding} -> i64 [N, C, H', W'],
+//                each window's maximum as an index into its [H * W] plane
+//   max_pool2d   (input, its max_pool2d_indices) -> the maxima, [N, C, H', W'] (the indices are kept
+//                for the backward, so it does not pool again)
+//   max_pool2d_grad  (grad, input, indices) -> input
+//   avg_pool2d   attrs.ints = {kernel, stride, padding, count_include_pad}; avg_pool2d_grad (grad, input) -> input
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -152,9 +156,18 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       require(extern_type(Op::conv2d, {in[1], in[2]}, attrs) == in[0], "conv2d gradient does not fit the convolution");
       return op == Op::conv2d_input_grad ? in[1] : in[2];
     }
-    case Op::max_pool2d:
+    case Op::max_pool2d: {
+      const TensorType indices = extern_type(Op::max_pool2d_indices, {in[0]}, attrs);
+      require(in[1] == indices, "max_pool2d takes its input's max_pool2d_indices, " + indices.str());
+      return {in[0].dtype, indices.shape};
+    }
+    case Op::max_pool2d_grad: {
+      require(extern_type(Op::max_pool2d, {in[1], in[2]}, attrs) == in[0], "pooling gradient does not fit the pooling");
+      return in[1];
+    }
+    case Op::max_pool2d_indices:
     case Op::avg_pool2d: {
-      const std::size_t expected = op == Op::max_pool2d ? 3 : 4;
+      const std::size_t expected = op == Op::max_pool2d_indices ? 3 : 4;
       require(attrs.ints.size() == expected && attrs.ints[0] >= 1 && attrs.ints[1] >= 1 && attrs.ints[2] >= 0 &&
                   2 * attrs.ints[2] <= attrs.ints[0],
               "pooling needs ints {kernel >= 1, stride >= 1, padding <= kernel / 2" + std::string(expected == 4 ? ", count_include_pad}" : "}"));
@@ -163,12 +176,10 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       const int64_t height = (in[0].shape[2] + 2 * padding - kernel) / stride + 1;
       const int64_t width = (in[0].shape[3] + 2 * padding - kernel) / stride + 1;
       require(height >= 1 && width >= 1, "pooling window larger than the padded input");
-      return {in[0].dtype, {in[0].shape[0], in[0].shape[1], height, width}};
+      return {op == Op::max_pool2d_indices ? DType::i64 : in[0].dtype, {in[0].shape[0], in[0].shape[1], height, width}};
     }
-    case Op::max_pool2d_grad:
     case Op::avg_pool2d_grad: {
-      const Op forward = op == Op::max_pool2d_grad ? Op::max_pool2d : Op::avg_pool2d;
-      require(extern_type(forward, {in[1]}, attrs) == in[0], "pooling gradient does not fit the pooling");
+      require(extern_type(Op::avg_pool2d, {in[1]}, attrs) == in[0], "pooling gradient does not fit the pooling");
       return in[1];
     }
     default:

@@ -100,10 +100,15 @@ at::Tensor run_matmul_bias(const Inputs& in, const Attributes& a, at::Device dev
   sizes.back() = w.size(1);
   return at::addmm(in[2], x.reshape({-1, x.size(-1)}), w).view(sizes);
 }
-at::Tensor run_max_pool2d(const Inputs& in, const Attributes& a, at::Device device) { return at::max_pool2d(in[0], a.ints[0], a.ints[1], a.ints[2]); }
+at::Tensor run_max_pool2d_indices(const Inputs& in, const Attributes& a, at::Device device) {
+  return std::get<1>(at::max_pool2d_with_indices(in[0], a.ints[0], a.ints[1], a.ints[2]));
+}
+at::Tensor run_max_pool2d(const Inputs& in, const Attributes& a, at::Device device) {
+  const at::Tensor& indices = in[1];
+  return in[0].flatten(2).gather(2, indices.flatten(2)).view(indices.sizes());
+}
 at::Tensor run_max_pool2d_grad(const Inputs& in, const Attributes& a, at::Device device) {
-  const auto indices = std::get<1>(at::max_pool2d_with_indices(in[1], a.ints[0], a.ints[1], a.ints[2]));
-  return at::max_pool2d_with_indices_backward(in[0], in[1], a.ints[0], a.ints[1], a.ints[2], 1, false, indices);
+  return at::max_pool2d_with_indices_backward(in[0], in[1], a.ints[0], a.ints[1], a.ints[2], 1, false, in[2]);
 }
 at::Tensor run_avg_pool2d(const Inputs& in, const Attributes& a, at::Device device) { return at::avg_pool2d(in[0], a.ints[0], a.ints[1], a.ints[2], false, a.ints[3] != 0); }
 at::Tensor run_avg_pool2d_grad(const Inputs& in, const Attributes& a, at::Device device) { return at::avg_pool2d_backward(in[0], in[1], a.ints[0], a.ints[1], a.ints[2], false, a.ints[3] != 0, c10::nullopt); }
