@@ -4,11 +4,14 @@
 
 #include <set>
 
+#include "trainc/compile/autodiff/autodiff.h"
 #include "trainc/compile/ir/graph.h"
 #include "trainc/compile/passes/cse.h"
 #include "trainc/compile/passes/dce.h"
 
 using namespace trainc::ir;
+using trainc::JointGraph;
+using trainc::differentiate;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -209,4 +212,22 @@ TEST_CASE("common subexpression elimination merges identical nodes, not differen
         "  %4: f32[2] = sum(%2) {ints=[1]}\n"
         "  return (%3, %4)\n"
         "}\n");
+}
+
+TEST_CASE("max pooling's backward scatters to the positions its forward found, without pooling again", "[unit][ir][autodiff]") {
+  Graph forward;
+  const ValueId x = forward.add_input("x", f32({2, 3, 8, 8}));
+  const ValueId indices = forward.add(Op::max_pool2d_indices, {x}, ints({2, 2, 0}));
+  const ValueId pooled = forward.add(Op::max_pool2d, {x, indices}, ints({2, 2, 0}));
+  forward.mark_output(forward.add(Op::sum, {pooled}, ints({0, 1, 2, 3})));
+  const JointGraph joint = differentiate(forward, {true});
+  int pools = 0, grads = 0;
+  for (const Node& node : joint.graph.nodes()) {
+    pools += node.op == Op::max_pool2d_indices;
+    if (node.op != Op::max_pool2d_grad) continue;
+    ++grads;
+    CHECK(joint.graph.node(node.inputs[2]).op == Op::max_pool2d_indices);
+  }
+  CHECK(pools == 1);
+  CHECK(grads == 1);
 }
