@@ -151,3 +151,27 @@ TEST_CASE("a data-parallel run with a backend that does not fit the device stops
   CHECK_THAT(result.err, Contains("ddp_backend: nccl with this run on cpu: nccl trains on GPUs, gloo on the CPU"));
   CHECK(!fs::exists(dir.file("out")));  // checked before the output directory is touched
 }
+
+TEST_CASE("a signal to one rank stops every rank at the same step, with a checkpoint and the signal's exit code", "[e2e][distributed]") {
+  ScratchDir dir;
+  const int port = trainc::free_local_port();
+  const std::string arguments = "--config " + mlp_config(dir) + " --per-device-train-batch-size 8 --max-steps 1000000 --save-steps 1000000 "
+                                "--output-dir " + dir.file("out");
+  const pid_t rank1 = spawn_rank(1, port, arguments, dir.file("rank1.log"));
+  const pid_t rank0 = spawn_rank(0, port, arguments, dir.file("rank0.log"));
+  REQUIRE(wait_for([&] { return count(read_text(dir.file("out") + "/metrics.jsonl"), "\"loss\"") >= 10; }, 60));
+  kill(rank1, SIGINT);
+  int status0 = 0, status1 = 0;
+  REQUIRE(wait_for([&] { return waitpid(rank0, &status0, WNOHANG) == rank0; }, 60));
+  REQUIRE(wait_for([&] { return waitpid(rank1, &status1, WNOHANG) == rank1; }, 60));
+  const std::string log0 = read_text(dir.file("rank0.log"));
+  INFO(log0 << read_text(dir.file("rank1.log")));
+  CHECK(WIFEXITED(status0));
+  CHECK(WEXITSTATUS(status0) == 130);
+  CHECK(WIFEXITED(status1));
+  CHECK(WEXITSTATUS(status1) == 130);
+  const auto at = log0.find("stopped by signal 2 (to another rank) at step ");
+  REQUIRE(at != std::string::npos);
+  const int64_t step = std::stoll(log0.substr(at + 46));
+  CHECK(fs::exists(dir.file("out") + "/checkpoint-" + std::to_string(step) + "/trainer_state.json"));
+}

@@ -96,10 +96,11 @@ struct DataParallel::Impl {
 #endif
   // Where the collectives' tensors live: the CPU for gloo, this rank's GPU for NCCL.
   c10::Device device{c10::kCPU};
+  int64_t agreement_round = 0;  // calls of agree_on_signal so far, the same on every rank
 
   // With `on_host`, the host waits until the collective is done, or throws after `timeout` (a
   // rank died or hangs): what gloo always does, and NCCL for the values the host reads next (the
-  // per-step stop agreement, the logged loss). Without, NCCL's wait only orders the current CUDA
+  // logged loss, the generator states at a save). Without, NCCL's wait only orders the current CUDA
   // stream after the collective, so the gradients' all-reduce costs the host nothing.
   void wait(const c10::intrusive_ptr<c10d::Work>& work, bool on_host) {
     if (device.is_cuda() && !on_host) {
@@ -169,11 +170,11 @@ struct DataParallel::Impl {
     }
   }
 
-  // Whether any rank says yes; the host waits for the answer.
-  bool any(bool value, const std::string& what) {
-    std::vector<at::Tensor> one = {at::full({1}, value ? 1 : 0, at::TensorOptions().dtype(at::kInt).device(device))};
-    run(what, [&] { return group->allreduce(one); });
-    return one[0].item<int>() > 0;
+  // A one-element all-reduce that the host reads back: no rank passes it before all reach it.
+  void barrier() {
+    std::vector<at::Tensor> one = {at::zeros({1}, at::TensorOptions().dtype(at::kInt).device(device))};
+    run("waiting for every rank", [&] { return group->allreduce(one); });
+    one[0].item<int>();
   }
 
   // No bucket launched or ready: a step's communication starts from here. Under `mutex`.
@@ -384,11 +385,34 @@ std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) {
   return gathered;
 }
 
-bool DataParallel::any(bool value) { return impl_->any(value, "agreeing on a stop"); }
+// Round r: a rank with a signal writes it under key/signal, then every rank adds one to key; the
+// rank that makes it world_size writes key/done, which the others wait for (the store wakes them).
+// A signal written before an arrival is there when the last arrival is counted.
+int DataParallel::agree_on_signal(int signal_number) {
+  Impl& impl = *impl_;
+  const std::string key = "trainc/agree/" + std::to_string(impl.agreement_round);
+  int agreed = 0;
+  try {
+    if (signal_number != 0) impl.store->set(key + "/signal", {static_cast<uint8_t>(signal_number)});
+    if (impl.store->add(key, 1) == impl.world.size) impl.store->set(key + "/done", {1});
+    impl.store->wait({key + "/done"}, std::chrono::duration_cast<std::chrono::milliseconds>(impl.timeout));
+    if (impl.store->check({key + "/signal"})) agreed = impl.store->get(key + "/signal").at(0);
+    // Every rank has left round r - 2 once anyone is in round r: its keys can go.
+    if (impl.world.is_main() && impl.agreement_round >= 2) {
+      const std::string old = "trainc/agree/" + std::to_string(impl.agreement_round - 2);
+      for (const char* suffix : {"", "/done", "/signal"}) impl.store->deleteKey(old + suffix);
+    }
+  } catch (const std::exception& error) {
+    impl.fail("rank " + std::to_string(impl.world.rank) + ": agreeing on a stop failed: " + impl.missing_ranks() + " (" +
+              excerpt(error) + ")");
+  }
+  ++impl.agreement_round;
+  return agreed;
+}
 
 // An all-reduce read back on the host, rather than the process group's barrier: NCCL's returns
 // before the host has waited for anything.
-void DataParallel::barrier() { impl_->any(false, "waiting for every rank"); }
+void DataParallel::barrier() { impl_->barrier(); }
 
 void DataParallel::close() {
   barrier();
@@ -416,7 +440,7 @@ void DataParallel::expect_gradients(const std::vector<at::Tensor>&) {}
 void DataParallel::finish_gradients(const std::vector<at::Tensor>&) {}
 at::Tensor DataParallel::mean(const at::Tensor& value) { return value; }
 std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) { return {tensor}; }
-bool DataParallel::any(bool value) { return value; }
+int DataParallel::agree_on_signal(int signal_number) { return signal_number; }
 void DataParallel::barrier() {}
 void DataParallel::close() {}
 

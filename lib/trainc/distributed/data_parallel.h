@@ -11,8 +11,9 @@
 // with exit 1 and a message naming the ranks on this host that are gone: over gloo as a
 // UserError; over NCCL by printing it and ending the process at once, since unwinding would reach
 // the process group's destructor, which waits for the collective that never completes. Over NCCL
-// the gradients' all-reduce is asynchronous to the host, so it is the next collective whose value
-// the host reads (every step agrees on whether to stop) that waits out ddp_timeout and reports.
+// the gradients' all-reduce is asynchronous to the host, so it is the next step's agreement on
+// whether to stop (through the store: the dead rank never arrives) that waits out ddp_timeout and
+// reports.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -50,8 +51,10 @@ class DataParallel {
   at::Tensor mean(const at::Tensor& value);
   // Every rank's copy of a CPU tensor of one shape, by rank.
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor);
-  // Whether any rank says yes (a signal one rank received stops them all at the same step).
-  bool any(bool value);
+  // The signal any rank received (0: none), so that one rank's signal stops them all at the same
+  // step. Agreed through the rendezvous store, not a collective: the host waits for the other
+  // ranks' hosts to reach the same call, never for the GPU, so the steps queued on it keep running.
+  int agree_on_signal(int signal_number);
   void barrier();
   // After the last collective of a run that went well: waits for every rank, then shuts the
   // process group down (NCCL's communicators are destroyed in order).

@@ -472,6 +472,7 @@ int Trainer::train() {
   int64_t epoch = state_.global_step / plan_.steps_per_epoch;
   int64_t step_in_epoch = state_.global_step % plan_.steps_per_epoch;
   auto epoch_value = [&] { return static_cast<double>(epoch) + static_cast<double>(step_in_epoch) / static_cast<double>(plan_.steps_per_epoch); };
+  int stop_signal = 0;  // the signal that stopped the run (received here or, data-parallel, by any rank)
   bool stopped_by_signal = false;
   while (state_.global_step < plan_.total_steps && !stopped_by_signal) {
     BatchLoader loader(*data_.train, rank_share(data_.train->epoch_order(data_seed_, epoch), world_),
@@ -525,8 +526,9 @@ int Trainer::train() {
       const bool save_now = (args_.save_strategy == "steps" && (state_.global_step % plan_.save_steps == 0 || last_step)) ||
                             (args_.save_strategy == "epoch" && epoch_done) ||
                             (args_.save_strategy == "best" && !eval_metrics.is_null());
-      // A signal to any rank stops every rank at this step (a collective each step when distributed).
-      if (data_parallel_ ? data_parallel_->any(interrupts.requested()) : interrupts.requested()) {
+      // A signal to any rank stops every rank at this step (they agree at each step when distributed).
+      stop_signal = data_parallel_ ? data_parallel_->agree_on_signal(interrupts.signal_number()) : interrupts.signal_number();
+      if (stop_signal != 0) {
         log_step(state_.epoch);
         maybe_save(/*force=*/true);
         stopped_by_signal = true;
@@ -543,10 +545,9 @@ int Trainer::train() {
   reporter_->finish_progress();
   check_finite_loss();
   if (stopped_by_signal) {
-    const int signal_number = interrupts.signal_number();
-    reporter_->info("stopped by signal " + std::to_string(signal_number) + " at step " + std::to_string(state_.global_step) +
-                    "; resume with --resume-from-checkpoint true");
-    return 128 + signal_number;
+    reporter_->info("stopped by signal " + std::to_string(stop_signal) + (interrupts.signal_number() == 0 ? " (to another rank)" : "") +
+                    " at step " + std::to_string(state_.global_step) + "; resume with --resume-from-checkpoint true");
+    return 128 + stop_signal;
   }
 
   const double runtime = seconds_since(run_start);
