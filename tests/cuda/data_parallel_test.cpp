@@ -117,20 +117,26 @@ const char* const kConfig =
     "data: {kind: synthetic, num_samples: 256, validation_split: 0.0}\n"
     "optim: sgd\nlearning_rate: 0.1\ntf32: false\nlogging_steps: 1\nmax_steps: 8\nsave_steps: 8\nddp_timeout: 120\n";
 
+// Whether this host has the two GPUs these tests need; says so when not.
+bool two_gpus() {
+  if (torch::cuda::device_count() >= 2) return true;
+  WARN("this host has " << torch::cuda::device_count() << " GPU: the two-process NCCL test needs two and was not run");
+  return false;
+}
+
+void write_config(const Scratch& scratch) {
+  FILE* config = std::fopen(scratch.file("run.yaml").c_str(), "wb");
+  REQUIRE(config != nullptr);
+  std::fputs(kConfig, config);
+  std::fclose(config);
+}
+
 }  // namespace
 
 TEST_CASE("two NCCL processes train as one process with twice the batch, eagerly and as CUDA graphs", "[cuda][distributed]") {
-  if (torch::cuda::device_count() < 2) {
-    WARN("this host has " << torch::cuda::device_count() << " GPU: the two-process NCCL test needs two and was not run");
-    return;
-  }
+  if (!two_gpus()) return;
   Scratch scratch;
-  {
-    FILE* config = std::fopen(scratch.file("run.yaml").c_str(), "wb");
-    REQUIRE(config != nullptr);
-    std::fputs(kConfig, config);
-    std::fclose(config);
-  }
+  write_config(scratch);
   const std::string base = "--config " + scratch.file("run.yaml") + " ";
   const Run one = run_trainc(scratch, "one", base + "--per-device-train-batch-size 16");
   INFO(one.out);
@@ -161,17 +167,9 @@ TEST_CASE("two NCCL processes train as one process with twice the batch, eagerly
 }
 
 TEST_CASE("a killed NCCL rank is named by the launcher, which exits non-zero, and the last checkpoint resumes", "[cuda][distributed]") {
-  if (torch::cuda::device_count() < 2) {
-    WARN("this host has " << torch::cuda::device_count() << " GPU: the two-process NCCL test needs two and was not run");
-    return;
-  }
+  if (!two_gpus()) return;
   Scratch scratch;
-  {
-    FILE* config = std::fopen(scratch.file("run.yaml").c_str(), "wb");
-    REQUIRE(config != nullptr);
-    std::fputs(kConfig, config);
-    std::fclose(config);
-  }
+  write_config(scratch);
   const std::string arguments = " --config " + scratch.file("run.yaml") + " --per-device-train-batch-size 8 --max-steps 1000000 "
                                 "--save-steps 20 --logging-steps 100 --ddp-timeout 10 --output-dir " + scratch.file("out");
   const pid_t launcher = fork();
