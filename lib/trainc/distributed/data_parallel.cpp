@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -225,6 +226,38 @@ struct DataParallel::Impl {
     std::size_t parameter;
   };
 
+  // The ranks on this host whose process is gone (each rank publishes host and pid at start).
+  std::vector<std::string> dead_ranks_on_this_host() {
+    std::vector<std::string> gone;
+    for (int rank = 0; rank < world.size; ++rank) {
+      if (rank == world.rank) continue;
+      const std::vector<uint8_t> bytes = store->get("trainc/process/" + std::to_string(rank));
+      const std::string text(bytes.begin(), bytes.end());
+      const auto colon = text.rfind(':');
+      if (text.substr(0, colon) == hostname() && !process_alive(std::stoi(text.substr(colon + 1)))) gone.push_back(std::to_string(rank));
+    }
+    return gone;
+  }
+
+  // Waits until the store holds `key`. A rank that has died never writes what is awaited, and the
+  // store does not notice; so look every second for a dead rank on this host (one on another host
+  // shows as ddp_timeout running out). Throws on either.
+  void wait_for_key(const std::string& key) {
+    const auto start = std::chrono::steady_clock::now();
+    auto next_look = start + std::chrono::seconds(1);
+    std::chrono::microseconds pause(20);  // ranks usually arrive close together: look again soon
+    while (!store->check({key})) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - start > timeout) throw std::runtime_error("no answer within ddp_timeout");
+      if (now > next_look) {
+        if (!dead_ranks_on_this_host().empty()) throw std::runtime_error("a rank's process is gone");
+        next_look = now + std::chrono::seconds(1);
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(1));
+    }
+  }
+
   // Each rank publishes host and pid at start; a rank whose pid is gone on this host has died. A
   // killed process closes its sockets before it is gone, so the peers may notice first: look
   // again for up to two seconds before giving up on naming it.
@@ -233,13 +266,7 @@ struct DataParallel::Impl {
     try {
       for (int attempt = 0; attempt < 20 && gone.empty(); ++attempt) {
         if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        for (int rank = 0; rank < world.size; ++rank) {
-          if (rank == world.rank) continue;
-          const std::vector<uint8_t> bytes = store->get("trainc/process/" + std::to_string(rank));
-          const std::string text(bytes.begin(), bytes.end());
-          const auto colon = text.rfind(':');
-          if (text.substr(0, colon) == hostname() && !process_alive(std::stoi(text.substr(colon + 1)))) gone.push_back(std::to_string(rank));
-        }
+        gone = dead_ranks_on_this_host();
       }
     } catch (const std::exception&) {
       return "rank 0, which hosts the rendezvous store, is unreachable: it has probably died";
@@ -386,8 +413,8 @@ std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) {
 }
 
 // Round r: a rank with a signal writes it under key/signal, then every rank adds one to key; the
-// rank that makes it world_size writes key/done, which the others wait for (the store wakes them).
-// A signal written before an arrival is there when the last arrival is counted.
+// rank that makes it world_size writes key/done, which the others wait for. A signal written
+// before an arrival is there when the last arrival is counted.
 int DataParallel::agree_on_signal(int signal_number) {
   Impl& impl = *impl_;
   const std::string key = "trainc/agree/" + std::to_string(impl.agreement_round);
@@ -395,7 +422,7 @@ int DataParallel::agree_on_signal(int signal_number) {
   try {
     if (signal_number != 0) impl.store->set(key + "/signal", {static_cast<uint8_t>(signal_number)});
     if (impl.store->add(key, 1) == impl.world.size) impl.store->set(key + "/done", {1});
-    impl.store->wait({key + "/done"}, std::chrono::duration_cast<std::chrono::milliseconds>(impl.timeout));
+    impl.wait_for_key(key + "/done");
     if (impl.store->check({key + "/signal"})) agreed = impl.store->get(key + "/signal").at(0);
     // Every rank has left round r - 2 once anyone is in round r: its keys can go.
     if (impl.world.is_main() && impl.agreement_round >= 2) {

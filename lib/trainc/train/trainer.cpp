@@ -545,7 +545,7 @@ int Trainer::train() {
   reporter_->finish_progress();
   check_finite_loss();
   if (stopped_by_signal) {
-    reporter_->info("stopped by signal " + std::to_string(stop_signal) + (interrupts.signal_number() == 0 ? " (to another rank)" : "") +
+    reporter_->info("stopped by signal " + std::to_string(stop_signal) + (interrupts.signal_number() != stop_signal ? " (to another rank)" : "") +
                     " at step " + std::to_string(state_.global_step) + "; resume with --resume-from-checkpoint true");
     return 128 + stop_signal;
   }
