@@ -33,6 +33,9 @@ std::vector<ExecCase> cases() {
   // max_pool2d reads its maxima at the positions max_pool2d_indices found (given here by ATen).
   const at::Tensor pool_input = r({1, 2, 4, 4});
   const at::Tensor pool_indices = std::get<1>(at::max_pool2d_with_indices(pool_input, {2, 2}, {2, 2}, {0, 0}));
+  // Overlapping, padded windows (kernel 3, stride 2, padding 1): the positions stay in the unpadded plane.
+  const at::Tensor padded_input = r({2, 3, 5, 5});
+  const at::Tensor padded_indices = std::get<1>(at::max_pool2d_with_indices(padded_input, {3, 3}, {2, 2}, {1, 1}));
   const auto positive = [&](std::vector<int64_t> shape) { return torch::rand(shape, f64) + 0.1; };
   Attributes constant = with_ints({2, 3});
   constant.scalar = 1.5;
@@ -136,6 +139,9 @@ std::vector<ExecCase> cases() {
        }},
       {Op::max_pool2d, {pool_input, pool_indices}, with_ints({2, 2, 0}), [](auto& x) {
          return x[0].view({1, 2, 2, 2, 2, 2}).amax({3, 5});
+       }},
+      {Op::max_pool2d, {padded_input, padded_indices}, with_ints({3, 2, 1}), [](auto& x) {
+         return at::max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1});
        }},
       {Op::max_pool2d_grad, {r({1, 2, 2, 2}), pool_input, pool_indices}, with_ints({2, 2, 0}), [](auto& x) {
          auto input = x[1].clone().requires_grad_(true);
