@@ -64,6 +64,23 @@ pid_t spawn_rank(int rank, int port, const std::string& arguments, const std::st
   return pid;
 }
 
+// Ranks 1 and 0 of a two-process run, started as torchrun starts them, each logging to rankN.log.
+struct TwoRanks {
+  pid_t rank0 = 0, rank1 = 0;
+};
+TwoRanks spawn_two_ranks(const ScratchDir& dir, const std::string& arguments) {
+  const int port = trainc::free_local_port();
+  TwoRanks ranks;
+  ranks.rank1 = spawn_rank(1, port, arguments, dir.file("rank1.log"));
+  ranks.rank0 = spawn_rank(0, port, arguments, dir.file("rank0.log"));
+  return ranks;
+}
+
+// Whether `pid` exits within `seconds`; its wait status in `status`.
+bool exits_within(pid_t pid, int& status, double seconds) {
+  return wait_for([&] { return waitpid(pid, &status, WNOHANG) == pid; }, seconds);
+}
+
 }  // namespace
 
 TEST_CASE("two gloo processes train as one process with twice the batch", "[e2e][distributed]") {
@@ -115,16 +132,13 @@ TEST_CASE("a two-process run resumes from its checkpoint and continues exactly",
 
 TEST_CASE("a killed rank is reported by the other, which exits non-zero and keeps the last checkpoint", "[e2e][distributed]") {
   ScratchDir dir;
-  const int port = trainc::free_local_port();
-  const std::string arguments = "--config " + mlp_config(dir) + " --per-device-train-batch-size 8 --max-steps 1000000 --save-steps 20 "
-                                "--output-dir " + dir.file("out");
-  const pid_t rank1 = spawn_rank(1, port, arguments, dir.file("rank1.log"));
-  const pid_t rank0 = spawn_rank(0, port, arguments, dir.file("rank0.log"));
+  const TwoRanks ranks = spawn_two_ranks(dir, "--config " + mlp_config(dir) + " --per-device-train-batch-size 8 --max-steps 1000000 "
+                                              "--save-steps 20 --output-dir " + dir.file("out"));
   REQUIRE(wait_for([&] { return fs::exists(dir.file("out") + "/checkpoint-40/trainer_state.json"); }, 60));
-  kill(rank1, SIGKILL);
-  waitpid(rank1, nullptr, 0);  // reaped, as a launcher reaps its workers: gone, not a zombie
+  kill(ranks.rank1, SIGKILL);
+  waitpid(ranks.rank1, nullptr, 0);  // reaped, as a launcher reaps its workers: gone, not a zombie
   int status = 0;
-  REQUIRE(wait_for([&] { return waitpid(rank0, &status, WNOHANG) == rank0; }, 60));  // well within ddp_timeout
+  REQUIRE(exits_within(ranks.rank0, status, 60));  // well within ddp_timeout
   const std::string log = read_text(dir.file("rank0.log"));
   INFO(log);
   CHECK(WIFEXITED(status));
@@ -154,16 +168,13 @@ TEST_CASE("a data-parallel run with a backend that does not fit the device stops
 
 TEST_CASE("a signal to one rank stops every rank at the same step, with a checkpoint and the signal's exit code", "[e2e][distributed]") {
   ScratchDir dir;
-  const int port = trainc::free_local_port();
-  const std::string arguments = "--config " + mlp_config(dir) + " --per-device-train-batch-size 8 --max-steps 1000000 --save-steps 1000000 "
-                                "--output-dir " + dir.file("out");
-  const pid_t rank1 = spawn_rank(1, port, arguments, dir.file("rank1.log"));
-  const pid_t rank0 = spawn_rank(0, port, arguments, dir.file("rank0.log"));
+  const TwoRanks ranks = spawn_two_ranks(dir, "--config " + mlp_config(dir) + " --per-device-train-batch-size 8 --max-steps 1000000 "
+                                              "--save-steps 1000000 --output-dir " + dir.file("out"));
   REQUIRE(wait_for([&] { return count(read_text(dir.file("out") + "/metrics.jsonl"), "\"loss\"") >= 10; }, 60));
-  kill(rank1, SIGINT);
+  kill(ranks.rank1, SIGINT);
   int status0 = 0, status1 = 0;
-  REQUIRE(wait_for([&] { return waitpid(rank0, &status0, WNOHANG) == rank0; }, 60));
-  REQUIRE(wait_for([&] { return waitpid(rank1, &status1, WNOHANG) == rank1; }, 60));
+  REQUIRE(exits_within(ranks.rank0, status0, 60));
+  REQUIRE(exits_within(ranks.rank1, status1, 60));
   const std::string log0 = read_text(dir.file("rank0.log"));
   INFO(log0 << read_text(dir.file("rank1.log")));
   CHECK(WIFEXITED(status0));

@@ -117,8 +117,13 @@ struct DataParallel::Impl {
     try {
       wait(collective(), on_host);
     } catch (const std::exception& error) {
-      fail("rank " + std::to_string(world.rank) + ": " + what + " failed: " + missing_ranks() + " (" + excerpt(error) + ")");
+      fail_collective(what, error);
     }
+  }
+
+  // The message every failed collective ends with: what failed, which ranks are gone, and c10d's words.
+  [[noreturn]] void fail_collective(const std::string& what, const std::exception& error) {
+    fail("rank " + std::to_string(world.rank) + ": " + what + " failed: " + missing_ranks() + " (" + excerpt(error) + ")");
   }
 
   // A failed collective ends the run. Over NCCL it ends the process here and now: the collective
@@ -142,14 +147,13 @@ struct DataParallel::Impl {
   std::size_t next_launch = 0;
 
   // Buckets over the parameters in reverse, cut at kBucketBytes and where the dtype changes.
-  void make_buckets(const std::vector<at::Tensor>& params) {
-    parameters = params;
-    bucket_of.assign(params.size(), 0);
+  void make_buckets() {
+    bucket_of.assign(parameters.size(), 0);
     int64_t bytes = 0;
-    for (std::size_t k = params.size(); k-- > 0;) {
-      const int64_t size = static_cast<int64_t>(params[k].nbytes());
+    for (std::size_t k = parameters.size(); k-- > 0;) {
+      const int64_t size = static_cast<int64_t>(parameters[k].nbytes());
       if (buckets.empty() || bytes + size > kBucketBytes ||
-          params[buckets.back().members.front()].scalar_type() != params[k].scalar_type()) {
+          parameters[buckets.back().members.front()].scalar_type() != parameters[k].scalar_type()) {
         buckets.emplace_back();
         bytes = 0;
       }
@@ -209,9 +213,7 @@ struct DataParallel::Impl {
     try {
       bucket.work = group->allreduce(bucket.flat);
     } catch (const std::exception& error) {
-      bucket.work.reset();
-      fail("rank " + std::to_string(world.rank) + ": all-reducing gradients failed: " + missing_ranks() + " (" + excerpt(error) +
-           ")");
+      fail_collective("all-reducing gradients", error);
     }
   }
 
@@ -306,12 +308,15 @@ void DataParallel::check_backend(const std::string& backend, c10::Device device)
   }
 }
 
-DataParallel::DataParallel(const World& world, const std::string& backend, c10::Device device, std::chrono::seconds timeout)
+DataParallel::DataParallel(const World& world, const std::string& backend, c10::Device device, std::chrono::seconds timeout,
+                           std::vector<at::Tensor> parameters)
     : impl_(std::make_unique<Impl>()) {
   check_backend(backend, device);
   impl_->world = world;
   impl_->timeout = timeout;
   impl_->device = device;
+  impl_->parameters = std::move(parameters);
+  impl_->make_buckets();
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(world.master_port);
   options.isServer = world.is_main();
@@ -363,18 +368,16 @@ void DataParallel::broadcast(std::vector<at::Tensor>& tensors) {
   }
 }
 
-void DataParallel::expect_gradients(const std::vector<at::Tensor>& parameters) {
+void DataParallel::expect_gradients() {
   Impl& impl = *impl_;
-  if (impl.parameters.empty()) impl.make_buckets(parameters);
   if (impl.accumulators.empty()) impl.add_gradient_hooks();
   std::lock_guard<std::mutex> lock(impl.mutex);
   impl.start_step();
   impl.armed = true;
 }
 
-void DataParallel::finish_gradients(const std::vector<at::Tensor>& parameters) {
+void DataParallel::finish_gradients() {
   Impl& impl = *impl_;
-  if (impl.parameters.empty()) impl.make_buckets(parameters);
   {
     std::lock_guard<std::mutex> lock(impl.mutex);
     impl.armed = false;
@@ -413,25 +416,27 @@ std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) {
 }
 
 // Round r: a rank with a signal writes it under key/signal, then every rank adds one to key; the
-// rank that makes it world_size writes key/done, which the others wait for. A signal written
-// before an arrival is there when the last arrival is counted.
+// rank that makes it world_size writes the answer under key/done, which the others wait for. A
+// signal written before an arrival is there when the last arrival is counted.
 int DataParallel::agree_on_signal(int signal_number) {
   Impl& impl = *impl_;
   const std::string key = "trainc/agree/" + std::to_string(impl.agreement_round);
   int agreed = 0;
   try {
     if (signal_number != 0) impl.store->set(key + "/signal", {static_cast<uint8_t>(signal_number)});
-    if (impl.store->add(key, 1) == impl.world.size) impl.store->set(key + "/done", {1});
+    if (impl.store->add(key, 1) == impl.world.size) {
+      const uint8_t signal = impl.store->check({key + "/signal"}) ? impl.store->get(key + "/signal").at(0) : 0;
+      impl.store->set(key + "/done", {signal});
+    }
     impl.wait_for_key(key + "/done");
-    if (impl.store->check({key + "/signal"})) agreed = impl.store->get(key + "/signal").at(0);
+    agreed = impl.store->get(key + "/done").at(0);
     // Every rank has left round r - 2 once anyone is in round r: its keys can go.
     if (impl.world.is_main() && impl.agreement_round >= 2) {
       const std::string old = "trainc/agree/" + std::to_string(impl.agreement_round - 2);
       for (const char* suffix : {"", "/done", "/signal"}) impl.store->deleteKey(old + suffix);
     }
   } catch (const std::exception& error) {
-    impl.fail("rank " + std::to_string(impl.world.rank) + ": agreeing on a stop failed: " + impl.missing_ranks() + " (" +
-              excerpt(error) + ")");
+    impl.fail_collective("agreeing on a stop", error);
   }
   ++impl.agreement_round;
   return agreed;
@@ -457,14 +462,14 @@ void DataParallel::check_backend(const std::string& backend, c10::Device) {
                   "NCCL (a CUDA LibTorch and nccl.h) was found at configure time; run one process, or rebuild with one of them");
 }
 
-DataParallel::DataParallel(const World&, const std::string&, c10::Device, std::chrono::seconds) {
+DataParallel::DataParallel(const World&, const std::string&, c10::Device, std::chrono::seconds, std::vector<at::Tensor>) {
   throw UserError("WORLD_SIZE > 1: this build of trainc has no process group: neither gloo (Debian's libgloo-dev) nor NCCL (a CUDA "
                   "LibTorch and nccl.h) was found at configure time; run one process, or rebuild with one of them");
 }
 DataParallel::~DataParallel() = default;
 void DataParallel::broadcast(std::vector<at::Tensor>&) {}
-void DataParallel::expect_gradients(const std::vector<at::Tensor>&) {}
-void DataParallel::finish_gradients(const std::vector<at::Tensor>&) {}
+void DataParallel::expect_gradients() {}
+void DataParallel::finish_gradients() {}
 at::Tensor DataParallel::mean(const at::Tensor& value) { return value; }
 std::vector<at::Tensor> DataParallel::all_gather(const at::Tensor& tensor) { return {tensor}; }
 int DataParallel::agree_on_signal(int signal_number) { return signal_number; }

@@ -32,7 +32,9 @@ class DataParallel {
   // backend: "gloo" with `device` the CPU, or "nccl" with `device` this rank's GPU. Throws a
   // UserError for one this build lacks (naming those it has) or one that does not fit the device.
   static void check_backend(const std::string& backend, c10::Device device);
-  DataParallel(const World& world, const std::string& backend, c10::Device device, std::chrono::seconds timeout);
+  // `parameters`: the model's trainable parameters, whose gradients every step averages.
+  DataParallel(const World& world, const std::string& backend, c10::Device device, std::chrono::seconds timeout,
+               std::vector<at::Tensor> parameters);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -40,13 +42,13 @@ class DataParallel {
   // Rank 0's values into every rank's tensors (the model at start, so every replica begins equal).
   void broadcast(std::vector<at::Tensor>& tensors);
   // Call before the last micro-batch's backward: from then on autograd starts each bucket's
-  // all-reduce when its gradients are complete. `parameters` must be the same list every step.
-  void expect_gradients(const std::vector<at::Tensor>& parameters);
+  // all-reduce when its gradients are complete.
+  void expect_gradients();
   // After that backward: all-reduces the buckets autograd did not complete (all of them for a
   // compiled step, whose backward is a program, not autograd, and for a step that ran as a CUDA
   // graph, when expect_gradients was not called), waits, and replaces every defined .grad by its
   // mean over the ranks. On NCCL the wait is the current stream's, not the host's.
-  void finish_gradients(const std::vector<at::Tensor>& parameters);
+  void finish_gradients();
   // The mean over the ranks of a 0-dim tensor (the logged loss).
   at::Tensor mean(const at::Tensor& value);
   // Every rank's copy of a CPU tensor of one shape, by rank.

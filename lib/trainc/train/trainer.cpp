@@ -148,7 +148,7 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     // Data-parallel: the last micro-batch's backward starts the gradient all-reduces, except in
     // a CUDA graph, which records no collective (they run between its graphs: run_step).
-    if (data_parallel_ && !step_graphs_ && i + 1 == inputs.size()) data_parallel_->expect_gradients(parameters_);
+    if (data_parallel_ && !step_graphs_ && i + 1 == inputs.size()) data_parallel_->expect_gradients();
     if (compiler_) {
       // The compiled backward is seeded with the same factor eager backward() gets.
       const double seed = (scaler_.enabled() ? scaler_.scale() : 1.0) / count;
@@ -177,7 +177,7 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
     return;
   }
   loss = accumulate_gradients(inputs, targets);
-  if (data_parallel_) data_parallel_->finish_gradients(parameters_);  // the means, in .grad
+  if (data_parallel_) data_parallel_->finish_gradients();  // the means, in .grad
   if (scaler_.enabled()) {
     for (torch::Tensor& parameter : parameters_) {
       if (parameter.grad().defined()) parameter.grad().mul_(1.0 / scaler_.scale());
@@ -209,13 +209,16 @@ void Trainer::record(nlohmann::json event, double epoch) {
   reporter_->record(event);
 }
 
+double Trainer::mean_over_ranks(const torch::Tensor& value) const {
+  return (data_parallel_ ? data_parallel_->mean(value) : value).item<double>();
+}
+
 void Trainer::log_step(double epoch) {
   if (steps_since_log_ == 0) return;
   check_finite_loss();
   const double seconds = seconds_since(last_log_time_);
   // The mean over the ranks, as Hugging Face logs it (a collective: every rank logs at the same steps).
-  const double loss = (data_parallel_ ? data_parallel_->mean(loss_since_log_) : loss_since_log_).item<double>() /
-                      static_cast<double>(steps_since_log_);
+  const double loss = mean_over_ranks(loss_since_log_) / static_cast<double>(steps_since_log_);
   const double grad_norm = last_grad_norm_.item<double>();
   const double learning_rate = args_.learning_rate * schedule_(state_.global_step);
   const double samples_per_second = static_cast<double>(samples_since_log_) / std::max(seconds, 1e-9);
@@ -323,17 +326,18 @@ void Trainer::setup() {
   model_ = make_model(config_.model, {data_.language_model, data_.sample_shape}, args_.gradient_checkpointing);
   model_->to(device_);
   model_->set_training(true);
+  for (const auto& item : model_->named_parameters()) {
+    if (item.second.requires_grad()) parameters_.push_back(item.second);
+  }
   if (world_.distributed()) {
     // Rendezvous only after everything above was checked: a bad config fails every rank at once.
-    data_parallel_ = std::make_unique<DataParallel>(world_, ddp_backend_, device_, std::chrono::seconds(args_.ddp_timeout));
+    data_parallel_ =
+        std::make_unique<DataParallel>(world_, ddp_backend_, device_, std::chrono::seconds(args_.ddp_timeout), parameters_);
     std::vector<torch::Tensor> replicated;
     for (const auto& item : model_->named_parameters()) replicated.push_back(item.second.detach());
     for (const auto& item : model_->named_buffers()) replicated.push_back(item.second.detach());
     data_parallel_->broadcast(replicated);  // every replica starts from rank 0's weights
     torch::manual_seed(static_cast<uint64_t>(args_.seed) + static_cast<uint64_t>(world_.rank));  // dropout differs per rank
-  }
-  for (const auto& item : model_->named_parameters()) {
-    if (item.second.requires_grad()) parameters_.push_back(item.second);
   }
   optimizer_ = make_optimizer(args_, *model_, /*capturable=*/backend_ && backend_->whole_step_graph());
   // Each rank steps through its share of an epoch (rank_share), so the plan counts a share.
@@ -364,7 +368,7 @@ void Trainer::start_compiler() {
     StepPhases phases;
     phases.gradients = [this](const auto& inputs, const auto& targets) { return accumulate_gradients(inputs, targets); };
     // Data-parallel: the all-reduce runs between the gradients' graph and the update's.
-    if (data_parallel_) phases.exchange = [this] { data_parallel_->finish_gradients(parameters_); };
+    if (data_parallel_) phases.exchange = [this] { data_parallel_->finish_gradients(); };
     phases.update = [this] {
       const torch::Tensor grad_norm = clip_grad_norm(parameters_, args_.max_grad_norm);
       optimizer_->step();  // capturable: reads the learning rate written before the replay
@@ -473,8 +477,7 @@ int Trainer::train() {
   int64_t step_in_epoch = state_.global_step % plan_.steps_per_epoch;
   auto epoch_value = [&] { return static_cast<double>(epoch) + static_cast<double>(step_in_epoch) / static_cast<double>(plan_.steps_per_epoch); };
   int stop_signal = 0;  // the signal that stopped the run (received here or, data-parallel, by any rank)
-  bool stopped_by_signal = false;
-  while (state_.global_step < plan_.total_steps && !stopped_by_signal) {
+  while (state_.global_step < plan_.total_steps && stop_signal == 0) {
     BatchLoader loader(*data_.train, rank_share(data_.train->epoch_order(data_seed_, epoch), world_),
                        args_.per_device_train_batch_size, args_.dataloader_drop_last, step_in_epoch * accumulation,
                        args_.dataloader_num_workers, device_);
@@ -531,20 +534,19 @@ int Trainer::train() {
       if (stop_signal != 0) {
         log_step(state_.epoch);
         maybe_save(/*force=*/true);
-        stopped_by_signal = true;
         break;
       }
       if (save_now) maybe_save(/*force=*/false);
       reporter_->progress(state_.global_step, plan_.total_steps, seconds);
       if (epoch_done) break;
     }
-    if (stopped_by_signal) break;
+    if (stop_signal != 0) break;
     ++epoch;
     step_in_epoch = 0;
   }
   reporter_->finish_progress();
   check_finite_loss();
-  if (stopped_by_signal) {
+  if (stop_signal != 0) {
     reporter_->info("stopped by signal " + std::to_string(stop_signal) + (interrupts.signal_number() != stop_signal ? " (to another rank)" : "") +
                     " at step " + std::to_string(state_.global_step) + "; resume with --resume-from-checkpoint true");
     return 128 + stop_signal;
@@ -559,9 +561,7 @@ int Trainer::train() {
   nlohmann::json summary = {{"train_runtime", runtime},
                             {"train_samples_per_second", static_cast<double>(samples_this_run_) / runtime},
                             {"train_steps_per_second", static_cast<double>(steps_this_run_) / runtime},
-                            {"train_loss", steps_this_run_ > 0 ? (data_parallel_ ? data_parallel_->mean(loss_total_) : loss_total_).item<double>() /
-                                                                     static_cast<double>(steps_this_run_)
-                                                               : 0.0}};
+                            {"train_loss", steps_this_run_ > 0 ? mean_over_ranks(loss_total_) / static_cast<double>(steps_this_run_) : 0.0}};
   if (compiler_) summary["compile_seconds"] = compiler_->total_compile_seconds();
   std::string memory;
   if (const auto peak = peak_gpu_memory_bytes(device_)) {

@@ -62,6 +62,8 @@ class Trainer {
   // Throws (exit 1) if any step so far had a non-finite loss. A host sync: called at every step on
   // the CPU, and before each log record, evaluation and save on a GPU.
   void check_finite_loss();
+  // A 0-dim device tensor's value averaged over the ranks (a collective when data-parallel), on the host.
+  double mean_over_ranks(const torch::Tensor& value) const;
   void log_step(double epoch);
   nlohmann::json run_evaluation(double epoch);
   void maybe_save(bool force);  // force: save even under save_strategy best (an interrupt)
