@@ -13,7 +13,7 @@
 #          per GPU), trainc eager and cudagraphs against the PyTorch loop and the same loop under
 #          DistributedDataParallel started by torchrun
 # Each run's figure is the median step time over those intervals after the first one.
-# Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs reduce-overhead aot_eager),
+# Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs inductor reduce-overhead aot_eager),
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
 # (Trainer, gpt2 case only: none default). TRAINC_GPU_TESTS=0 skips the tests.
 set -uo pipefail
@@ -68,6 +68,7 @@ trainc_run() {  # case, run name, extra flags; WORLD=N when the flags start N pr
   timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$dir" --logging-first-step \
     ${TRAINC_FLAGS[$case]} "$@" > "$dir.log" 2>&1
   local rc=$?
+  [[ $rc -ne 0 ]] && { echo "trainc $name failed (exit $rc):"; tail -n 15 "$dir.log"; }
   python3 - "$dir/metrics.jsonl" "$case" "$name" "$rc" "$((world * TOKENS[$case]))" <<'PY' >> "$OUT/results.jsonl"
 import json, statistics, sys
 path, case, name, rc, tokens = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
@@ -108,7 +109,7 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
     WORLD=2 peer_run ddp pytorch_gpt2.py pytorch none
     continue
   fi
-  for run in ${TRAINC_GPU_BACKENDS:-eager cudagraphs reduce-overhead}; do
+  for run in ${TRAINC_GPU_BACKENDS:-eager cudagraphs inductor reduce-overhead}; do
     case $run in
       eager) trainc_run "$case" eager ;;
       reduce-overhead) trainc_run "$case" reduce-overhead --torch-compile-mode reduce-overhead ;;

@@ -211,7 +211,7 @@ void check_row(const OpRow& row, at::ScalarType dtype, double tolerance, bool in
   std::shared_ptr<CompiledStep> step;
   if (inductor) {
     InductorReport report;
-    step = compile_inductor_step(partition(joint), imported.updated_buffers, joint.gradient_inputs, test::test_compiler_settings(), "", report);
+    step = compile_inductor_step(partition(joint), imported.updated_buffers, joint.gradient_inputs, test::test_compiler_settings(), at::kCPU, "", report);
   } else {
     step = std::make_shared<CompiledStep>(partition(joint), imported.updated_buffers, joint.gradient_inputs);
   }

@@ -1,4 +1,5 @@
-// Generated CPU kernels against ATen, op by op: one graph per dtype holds a row for every op a
+// Generated kernels against ATen, op by op (on the CPU; the CUDA test binary runs the same on the
+// GPU): one graph per dtype holds a row for every op a
 // kernel can compute (each pointwise op, both reductions, broadcasts, strided and broadcast reads
 // through views, casts), compiled once and run on fresh random inputs; every output must match
 // the same graph run through ATen.
@@ -16,6 +17,7 @@
 using namespace trainc;
 using namespace trainc::ir;
 using trainc::test::relative_error;
+using trainc::test::test_device;
 
 namespace {
 
@@ -89,13 +91,14 @@ void check_dtype(DType dtype, double tolerance) {
   const OpGraph g = every_kernel_op(dtype);
   verify(g.graph);
   InductorReport report;
-  const auto program = build_fused_program(g.graph, test::test_compiler_settings(), report);
+  const auto program = build_fused_program(g.graph, test::test_compiler_settings(), report, test_device());
   CHECK(report.kernels > 0);
   CHECK(report.aten_calls == (dtype == DType::bf16 ? 1 : 0));  // a cast into bf16 stays ATen's (passes/fusion.cpp)
   const at::ScalarType type = to_scalar_type(dtype);
-  const auto rn = [&](std::vector<int64_t> shape) { return torch::randn(shape, torch::TensorOptions().dtype(type)); };
-  const std::vector<at::Tensor> inputs = {rn({6, 37}), rn({6, 37}), rn({6, 37}).abs() + 0.5, torch::rand({6, 37}) > 0.5,
-                                          rn({37}), rn({6, 1}), rn({37, 37})};
+  const auto options = torch::TensorOptions().dtype(type).device(test_device());
+  const auto rn = [&](std::vector<int64_t> shape) { return torch::randn(shape, options); };
+  const auto mask = [&] { return torch::rand({6, 37}, options.dtype(torch::kFloat)) > 0.5; };
+  const std::vector<at::Tensor> inputs = {rn({6, 37}), rn({6, 37}), rn({6, 37}).abs() + 0.5, mask(), rn({37}), rn({6, 1}), rn({37, 37})};
   const std::vector<at::Tensor> expected = execute_with_aten(g.graph, inputs);
   const std::vector<at::Tensor> got = program->run(inputs);
   REQUIRE(got.size() == expected.size());
@@ -106,8 +109,7 @@ void check_dtype(DType dtype, double tolerance) {
     CHECK(relative_error(got[i].to(torch::kDouble), expected[i].to(torch::kDouble)) <= tolerance);
   }
   // A second run reuses the arena and gives the same results for new inputs.
-  const std::vector<at::Tensor> again_inputs = {rn({6, 37}), rn({6, 37}), rn({6, 37}).abs() + 0.5, torch::rand({6, 37}) > 0.5,
-                                                rn({37}), rn({6, 1}), rn({37, 37})};
+  const std::vector<at::Tensor> again_inputs = {rn({6, 37}), rn({6, 37}), rn({6, 37}).abs() + 0.5, mask(), rn({37}), rn({6, 1}), rn({37, 37})};
   const std::vector<at::Tensor> again_expected = execute_with_aten(g.graph, again_inputs);
   const std::vector<at::Tensor> again = program->run(again_inputs);
   for (std::size_t i = 0; i < again.size(); ++i) {

@@ -1,4 +1,5 @@
-// defines: relative_error, normwise_relative_error — how the numerics tests compare a result with eager's
+// defines: relative_error, normwise_relative_error, test_device — how the numerics tests compare a
+// result with eager's, and where they run
 #pragma once
 
 #include <ATen/ATen.h>
@@ -6,6 +7,16 @@
 #include <algorithm>
 
 namespace trainc::test {
+
+// The numerics tests run on the CPU in the main test binary; the CUDA test binary compiles the
+// inductor ones again with TRAINC_TEST_ON_CUDA, to run them on the GPU.
+inline at::Device test_device() {
+#if defined(TRAINC_TEST_ON_CUDA)
+  return at::kCUDA;
+#else
+  return at::kCPU;
+#endif
+}
 
 // max |got - expected| relative to the largest magnitude of `expected`.
 inline double relative_error(const at::Tensor& got, const at::Tensor& expected) {

@@ -179,7 +179,7 @@ at::Tensor StepCompiler::run(const at::Tensor& inputs, const at::Tensor& targets
     std::shared_ptr<CompiledStep> step;
     if (plan.complete() && options_.backend == "inductor") {
       InductorReport report;
-      step = compile_inductor_step(std::move(plan.programs), plan.imported.updated_buffers, plan.joint.gradient_inputs, options_.compiler,
+      step = compile_inductor_step(std::move(plan.programs), plan.imported.updated_buffers, plan.joint.gradient_inputs, options_.compiler, inputs.device(),
                                    options_.dump_dir.empty() ? "" : (fs::path(options_.dump_dir) / prefix).string(), report);
       event.outcome = "compiled";
       event.detail = report.summary();

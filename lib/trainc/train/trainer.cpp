@@ -313,7 +313,9 @@ void Trainer::setup() {
     if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > at::get_num_threads()) at::set_num_threads(CPU_COUNT(&cpus));
   }
   if (args_.torch_compile) backend_ = select_backend(args_, device_.is_cuda() ? "cuda" : "cpu");
-  if (backend_ && backend_->backend == "inductor") kernel_cache_directory(compiler_settings_from_environment());
+  if (backend_ && backend_->backend == "inductor") {
+    kernel_cache_directory(compiler_settings_from_environment(), device_.is_cuda() ? "cuda-kernels" : "cpu-kernels");
+  }
   ddp_backend_ = args_.ddp_backend.value_or(device_.is_cuda() ? "nccl" : "gloo");
   if (world_.distributed()) DataParallel::check_backend(ddp_backend_, device_);  // before loading anything
   torch::manual_seed(static_cast<uint64_t>(args_.seed));

@@ -6,11 +6,13 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compile/codegen/cpp_kernels.h"
+#include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
 #include "trainc/compile/passes/sink_pointwise.h"
 #include "trainc/compile/passes/slice_grads_to_concat.h"
 #include "trainc/compile/passes/transpose_products.h"
+#include "trainc/compile/runtime/cuda_modules.h"
 #include "trainc/compile/runtime/fused_program.h"
 
 namespace trainc {
@@ -46,14 +48,59 @@ LibrarySource library_source(const codegen::RenderedProgram& rendered) {
   return source;
 }
 
-ProgramBuild plan_program(const ir::Graph& program) {
+ProgramBuild plan_program(const ir::Graph& program, at::Device device) {
   ProgramBuild build;
   build.graph = ir::sink_pointwise(ir::transpose_products(ir::slice_grads_to_concat(program)));
   ir::verify(build.graph);
   build.schedule = schedule_kernels(build.graph);
   build.plan = plan_memory(build.graph, build.schedule);
-  build.rendered = codegen::render_cpp_kernels(build.graph, build.schedule);
+  build.rendered = device.is_cuda() ? codegen::render_cuda_kernels(build.graph, build.schedule)
+                                    : codegen::render_cpp_kernels(build.graph, build.schedule);
   return build;
+}
+
+// Compiles the programs' kernels (those that have any; the C++ compiler for the CPU, NVRTC for a
+// GPU, both through their caches) and gives each program the launcher of its kernels.
+std::vector<KernelLauncher> build_launchers(const std::vector<const ProgramBuild*>& builds, const CompilerSettings& settings, at::Device device,
+                                            InductorReport& report) {
+  std::vector<KernelLauncher> launchers(builds.size());
+  std::vector<std::size_t> with_kernels;
+  for (std::size_t p = 0; p < builds.size(); ++p) {
+    if (!builds[p]->rendered.kernels.empty()) with_kernels.push_back(p);
+  }
+  if (device.is_cuda()) {
+    std::vector<CudaSource> sources;
+    for (std::size_t p : with_kernels) {
+      CudaSource source{builds[p]->rendered.text(), {}};
+      for (const codegen::RenderedKernel& kernel : builds[p]->rendered.kernels) source.symbols.push_back(kernel.symbol);
+      sources.push_back(std::move(source));
+    }
+    const std::vector<CudaModuleBuild> modules = build_cuda_modules(sources, settings);
+    for (std::size_t i = 0; i < with_kernels.size(); ++i) {
+      ++(modules[i].cache_hit ? report.libraries_cached : report.libraries_compiled);
+      std::vector<std::pair<int64_t, int>> launches;  // grid, block
+      for (const codegen::RenderedKernel& kernel : builds[with_kernels[i]]->rendered.kernels) launches.emplace_back(kernel.grid, kernel.block);
+      launchers[with_kernels[i]] = [module = modules[i].module, launches](std::size_t k, void* const* arguments, std::size_t count) {
+        module->launch(k, launches[k].first, launches[k].second, arguments, count);
+      };
+    }
+    return launchers;
+  }
+  std::vector<LibrarySource> sources;
+  for (std::size_t p : with_kernels) sources.push_back(library_source(builds[p]->rendered));
+  const std::vector<LibraryBuild> libraries = build_kernel_libraries(sources, settings);
+  for (std::size_t i = 0; i < with_kernels.size(); ++i) {
+    ++(libraries[i].cache_hit ? report.libraries_cached : report.libraries_compiled);
+    using KernelFunction = void (*)(void* const*);
+    std::vector<KernelFunction> functions;
+    for (const codegen::RenderedKernel& kernel : builds[with_kernels[i]]->rendered.kernels) {
+      functions.push_back(reinterpret_cast<KernelFunction>(libraries[i].library->symbol(kernel.symbol)));
+    }
+    launchers[with_kernels[i]] = [library = libraries[i].library, functions](std::size_t k, void* const* arguments, std::size_t) {
+      functions[k](arguments);
+    };
+  }
+  return launchers;
 }
 
 }  // namespace
@@ -67,7 +114,7 @@ std::string InductorReport::summary() const {
 }
 
 std::string describe_fused_program(const ir::Graph& program) {
-  const ProgramBuild build = plan_program(program);
+  const ProgramBuild build = plan_program(program, at::kCPU);
   const ir::Graph& graph = build.graph;
   const Schedule& schedule = build.schedule;
   const MemoryPlan& plan = build.plan;
@@ -93,51 +140,43 @@ std::string describe_fused_program(const ir::Graph& program) {
   return text.str();
 }
 
-std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, const CompilerSettings& settings, InductorReport& report) {
-  ProgramBuild build = plan_program(program);
+std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, const CompilerSettings& settings, InductorReport& report,
+                                                  at::Device device) {
+  ProgramBuild build = plan_program(program, device);
   account(build, report);
-  std::shared_ptr<KernelLibrary> library;
-  if (!build.rendered.kernels.empty()) {
-    const LibraryBuild built = build_kernel_libraries({library_source(build.rendered)}, settings).front();
-    ++(built.cache_hit ? report.libraries_cached : report.libraries_compiled);
-    library = built.library;
-  }
+  KernelLauncher launcher = build_launchers({&build}, settings, device, report).front();
   return std::make_shared<FusedProgram>(std::move(build.graph), std::move(build.schedule), std::move(build.plan), build.rendered,
-                                        std::move(library));
+                                        std::move(launcher), device);
 }
 
 std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
-                                                    const CompilerSettings& settings, const std::string& dump_prefix, InductorReport& report) {
-  ProgramBuild forward = plan_program(programs.forward);
-  ProgramBuild backward = plan_program(programs.backward);
+                                                    const CompilerSettings& settings, at::Device device, const std::string& dump_prefix,
+                                                    InductorReport& report) {
+  ProgramBuild forward = plan_program(programs.forward, device);
+  ProgramBuild backward = plan_program(programs.backward, device);
   ProgramBuild* builds[] = {&forward, &backward};
   const char* names[] = {"forward", "backward"};
-
-  std::vector<LibrarySource> sources;
+  const std::string extension = device.is_cuda() ? ".cu" : ".cpp";
   for (int p = 0; p < 2; ++p) {
     const ProgramBuild& build = *builds[p];
     if (!dump_prefix.empty()) {
-      const std::string path = dump_prefix + "-" + names[p] + ".cpp";
+      const std::string path = dump_prefix + "-" + names[p] + extension;
       std::ofstream out(path);
       out << build.rendered.text();
       if (!out) throw UserError("--dump-dir: cannot write " + path, kExitFailure);
     }
     account(build, report);
-    if (!build.rendered.kernels.empty()) sources.push_back(library_source(build.rendered));
   }
-  const std::vector<LibraryBuild> libraries = build_kernel_libraries(sources, settings);
-  for (const LibraryBuild& library : libraries) ++(library.cache_hit ? report.libraries_cached : report.libraries_compiled);
-
-  std::size_t next_library = 0;
+  std::vector<KernelLauncher> launchers = build_launchers({&forward, &backward}, settings, device, report);
   std::shared_ptr<FusedProgram> fused[2];
   for (int p = 0; p < 2; ++p) {
     ProgramBuild& build = *builds[p];
-    std::shared_ptr<KernelLibrary> library = build.rendered.kernels.empty() ? nullptr : libraries[next_library++].library;
-    fused[p] = std::make_shared<FusedProgram>(std::move(build.graph), std::move(build.schedule), std::move(build.plan), build.rendered, std::move(library));
+    fused[p] = std::make_shared<FusedProgram>(std::move(build.graph), std::move(build.schedule), std::move(build.plan), build.rendered,
+                                              std::move(launchers[static_cast<std::size_t>(p)]), device);
   }
-  const auto runner = [](std::shared_ptr<FusedProgram> program) {
-    return [program](const std::vector<at::Tensor>& inputs, at::Device device) {
-      TRAINC_CHECK(device.is_cpu(), "inductor's generated kernels run on the CPU, the step's tensors are on " + device.str());
+  const auto runner = [device](std::shared_ptr<FusedProgram> program) {
+    return [program, device](const std::vector<at::Tensor>& inputs, at::Device on) {
+      TRAINC_CHECK(on == device, "inductor's kernels were generated for " + device.str() + ", the step's tensors are on " + on.str());
       return program->run(inputs);
     };
   };

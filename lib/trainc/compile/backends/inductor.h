@@ -1,11 +1,12 @@
 // defines: InductorReport, compile_inductor_step, build_fused_program, describe_fused_program
 //
-// The inductor backend on the CPU, end to end for one compiled step: each program (forward and
-// backward) is rewritten (passes/slice_grads_to_concat, transpose_products, sink_pointwise), scheduled into
+// The inductor backend, end to end for one compiled step on the CPU or a GPU: each program
+// (forward and backward) is rewritten (passes/slice_grads_to_concat, transpose_products, sink_pointwise), scheduled into
 // fused kernels (passes/fusion), given a memory plan
 // (passes/memory_plan), rendered as C++ (codegen/cpp_kernels) and built into a shared library
-// through the kernel cache (runtime/kernel_cache); both libraries compile in parallel. The step
-// then runs on runtime/fused_program.
+// through the kernel cache (runtime/kernel_cache), or for a GPU rendered as CUDA
+// (codegen/cuda_kernels) and compiled with NVRTC (runtime/cuda_modules); the two programs compile
+// in parallel. The step then runs on runtime/fused_program.
 #pragma once
 
 #include <memory>
@@ -33,10 +34,12 @@ struct InductorReport {
 // `dump_prefix`: when set, the generated sources are written to <dump_prefix>-forward.cpp and
 // <dump_prefix>-backward.cpp.
 std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
-                                                    const CompilerSettings& settings, const std::string& dump_prefix, InductorReport& report);
+                                                    const CompilerSettings& settings, at::Device device, const std::string& dump_prefix,
+                                                    InductorReport& report);
 
 // One program through the whole pipeline (what compile_inductor_step does for each of its two).
-std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, const CompilerSettings& settings, InductorReport& report);
+std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, const CompilerSettings& settings, InductorReport& report,
+                                                  at::Device device = at::kCPU);
 
 // For `trainc explain`: "12 generated kernels computing 140 nodes (7 with reductions), 9 ATen
 // calls (matmul 6, ...); memory plan: 3.1 MB arena for 9.4 MB of intermediates"

@@ -8,7 +8,8 @@ const std::vector<BackendInfo>& compile_backends() {
   static const std::vector<BackendInfo> backends = {
       {"eager", true, "no compilation: LibTorch autograd, the reference every backend is tested against"},
       {"aot_eager", true, "capture, joint forward/backward graph and partition, run op by op through ATen; no fusion"},
-      {"inductor", true, "fusion into generated C++ kernels (CPU), a memory plan and a kernel cache; ATen for matmul and convolution"},
+      {"inductor", true, "fusion into generated kernels (C++ on the CPU, CUDA through NVRTC on GPUs), a memory plan and a kernel "
+                         "cache; ATen for matmul, attention and convolution"},
       {"cudagraphs", true, "the whole step (eager autograd's forward and backward, clipping, the optimizer update) captured once "
                            "as a CUDA graph and replayed; no code generation"},
       {"ipex", false, "needs Intel Extension for PyTorch, which trainc is not built with"},
@@ -19,8 +20,7 @@ const std::vector<BackendInfo>& compile_backends() {
 }
 
 std::string BackendChoice::describe() const {
-  const std::string origin = selected_from_hardware ? "selected for the hardware" + (selection_note.empty() ? "" : ": " + selection_note)
-                                                    : "configured";
+  const std::string origin = selected_from_hardware ? "selected for the hardware" : "configured";
   return backend + ", mode " + mode + " (" + origin + ")";
 }
 
@@ -29,11 +29,6 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
   choice.mode = args.torch_compile_mode.value_or("default");
   if (args.torch_compile_backend) {
     choice.backend = *args.torch_compile_backend;
-  } else if (device_type == "cuda" && choice.mode == "reduce-overhead") {
-    // torch.compile would pick inductor; its CUDA graphs run here over the compiled programs.
-    choice.backend = "aot_eager";
-    choice.selected_from_hardware = true;
-    choice.selection_note = "inductor generates no CUDA kernels yet, so the CUDA graph replays the compiled programs' ATen calls";
   } else {
     // torch.compile's default on CPUs and CUDA GPUs.
     choice.backend = "inductor";
@@ -53,12 +48,6 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
                                    ? "no torch_compile_backend is set and trainc selects inductor for " + device_type + ", but it "
                                    : "torch_compile_backend: " + choice.backend + " ";
     throw UserError(origin + info->what + "; set torch_compile_backend: aot_eager (compiled, run through ATen) or eager");
-  }
-  if (choice.backend == "inductor" && device_type == "cuda") {
-    const std::string origin = choice.selected_from_hardware ? "no torch_compile_backend is set and trainc selects inductor for cuda, but "
-                                                             : "torch_compile_backend: inductor: ";
-    throw UserError(origin + "this build of trainc generates kernels for the CPU only, not yet for CUDA; set torch_compile_backend: "
-                             "aot_eager (compiled, run through ATen) or eager");
   }
   if (choice.backend == "eager") {
     if (args.torch_compile_mode) choice.warnings.push_back("torch_compile_mode " + choice.mode + " has no effect with backend eager");

@@ -24,7 +24,6 @@ struct BackendChoice {
   std::string backend;  // "eager" runs uncompiled
   std::string mode;     // "default" unless configured
   bool selected_from_hardware = false;
-  std::string selection_note;          // why the hardware selection differs from torch.compile's
   // The step runs as a CUDA graph: backend cudagraphs, or a compiling backend in mode reduce-overhead
   // (which select_backend keeps only on CUDA; with eager it has no effect).
   bool whole_step_graph() const { return backend == "cudagraphs" || (backend != "eager" && mode == "reduce-overhead"); }

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
-#include <set>
 #include <sstream>
 
 namespace trainc::codegen {
@@ -63,80 +61,13 @@ static inline uint16_t k_bf16_store(float f) {
 static inline float k_round_bf16(float f) { return k_bf16_load(k_bf16_store(f)); }
 )";
 
-// The C++ type a value computes in.
-const char* compute_type(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-      return "double";
-    case DType::i64:
-      return "int64_t";
-    case DType::b8:
-      return "bool";
-    default:
-      return "float";
-  }
-}
+const TargetSpelling kCppSpelling{"__builtin_inff()", "__builtin_inf()", "__builtin_nanf(\"\")", "__builtin_nan(\"\")"};
 
-// The C++ type a value is stored as (bool as bytes: GCC does not vectorize loads of bool).
-const char* storage_type(DType dtype) {
-  switch (dtype) {
-    case DType::b8:
-      return "uint8_t";
-    case DType::bf16:
-    case DType::f16:
-      return "uint16_t";
-    default:
-      return compute_type(dtype);
-  }
-}
-
-// `value` rounded to nearest even at the precision of a 16-bit float type (bf16: 8 significant
-// bits, f16: 11), as a constant of that dtype holds it.
-double representable(double value, DType dtype) {
-  if (!std::isfinite(value) || value == 0.0) return value;
-  const int bits = dtype == DType::bf16 ? 8 : 11;
-  int exponent = 0;
-  const double mantissa = std::frexp(static_cast<double>(static_cast<float>(value)), &exponent);
-  return std::ldexp(std::nearbyint(std::ldexp(mantissa, bits)), exponent - bits);
-}
-
-std::string literal(double value, DType dtype) {
-  if (dtype == DType::b8) return value != 0 ? "true" : "false";
-  if (dtype == DType::i64) return "INT64_C(" + std::to_string(static_cast<int64_t>(value)) + ")";
-  const bool single = dtype != DType::f64;
-  if (dtype == DType::bf16 || dtype == DType::f16) value = representable(value, dtype);  // the constant the IR means
-  if (std::isnan(value)) return single ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")";
-  if (std::isinf(value)) return std::string(value < 0 ? "(-" : "(") + (single ? "__builtin_inff())" : "__builtin_inf())");
-  char text[64];
-  std::snprintf(text, sizeof text, single ? "%.9gf" : "%.17g", single ? static_cast<double>(static_cast<float>(value)) : value);
-  std::string s = text;
-  if (s.find_first_of(".en") == std::string::npos) s.insert(single ? s.size() - 1 : s.size(), ".0");
-  return s;
-}
-
-// An access over the kernel's domain: strides per domain dimension (0 where it does not move).
-struct DomainAccess {
-  ValueId base;
-  std::vector<int64_t> strides;
-  int64_t offset;
-  bool operator<(const DomainAccess& o) const { return std::tie(base, strides, offset) < std::tie(o.base, o.strides, o.offset); }
-};
-
-// One operand of a member: a member's variable, or a read through access `access`.
-struct Operand {
-  ValueId member = -1;  // >= 0: in the kernel
-  int access = -1;
-  ValueId value = -1;  // the value read (for its dtype)
-};
-
-class KernelRenderer {
+class CppKernelRenderer : KernelLayout {
  public:
-  KernelRenderer(const ir::Graph& graph, const Schedule& schedule, int index)
-      : graph_(graph), schedule_(schedule), kernel_(schedule.kernels[static_cast<std::size_t>(index)]), index_(index) {}
+  CppKernelRenderer(const ir::Graph& graph, const Schedule& schedule, int index) : KernelLayout(graph, schedule, index, kCppSpelling) {}
 
   RenderedKernel render() {
-    collect();
-    coalesce();
     RenderedKernel result;
     result.symbol = "trainc_kernel_" + std::to_string(index_);
     std::ostringstream out;
@@ -161,221 +92,6 @@ class KernelRenderer {
   }
 
  private:
-  int rank() const { return static_cast<int>(kernel_.domain.size()); }
-  bool is_member(ValueId v) const { return schedule_.kernel_of[static_cast<std::size_t>(v)] == index_; }
-  KernelRole role(ValueId v) const { return role_.at(v); }
-  std::string pointer(ValueId base) const { return "p" + std::to_string(base); }
-
-  std::string describe() const {
-    std::ostringstream text;
-    text << (kernel_.has_reduction() ? "reduction" : "pointwise") << " over [";
-    for (std::size_t i = 0; i < kernel_.domain.size(); ++i) text << (i ? ", " : "") << kernel_.domain[i];
-    text << "]";
-    if (kernel_.has_reduction()) text << ", reducing from dim " << kernel_.reduce_from;
-    text << ";";
-    for (ValueId m : kernel_.members) text << " " << ir::op_name(graph_.node(m).op);
-    return text.str();
-  }
-
-  int add_access(DomainAccess access, bool read = true) {
-    const auto found = access_index_.find(access);
-    if (found != access_index_.end()) return found->second;
-    const ir::Op base_op = graph_.node(access.base).op;
-    if (read && base_op != Op::constant && base_op != Op::iota &&
-        std::find(bases_.begin(), bases_.end(), access.base) == bases_.end()) {
-      bases_.push_back(access.base);
-    }
-    accesses_.push_back(access);
-    access_index_[access] = static_cast<int>(accesses_.size()) - 1;
-    return static_cast<int>(accesses_.size()) - 1;
-  }
-
-  // The access of `value` read by a member shaped `shape` with role `role`, over the domain.
-  DomainAccess domain_access(ValueId value, const std::vector<int64_t>& shape, KernelRole role) const {
-    const StridedAccess& own = schedule_.accesses[static_cast<std::size_t>(value)];
-    StridedAccess broadcast = broadcast_access(own, graph_.type(value).shape, shape);
-    std::vector<int64_t> strides = broadcast.strides;
-    if (role == KernelRole::row) {
-      strides.resize(static_cast<std::size_t>(rank()), 0);  // a row shape without kept dims gets its columns back
-      for (int d = kernel_.reduce_from; d < rank(); ++d) strides[static_cast<std::size_t>(d)] = 0;
-    }
-    return {broadcast.base, strides, broadcast.offset};
-  }
-
-  void collect() {
-    for (std::size_t i = 0; i < kernel_.members.size(); ++i) role_[kernel_.members[i]] = kernel_.roles[i];
-    for (ValueId m : kernel_.members) {
-      const ir::Node& node = graph_.node(m);
-      std::vector<Operand> ops;
-      for (ValueId in : node.inputs) {
-        if (is_member(in)) {
-          ops.push_back({in, -1, in});
-          continue;
-        }
-        // A reduction reads its input over the whole domain; everything else at its own shape.
-        const bool reduction = ir::op_kind(node.op) == ir::OpKind::kReduction;
-        const KernelRole as = reduction ? KernelRole::element : role(m);
-        ops.push_back({-1, add_access(domain_access(in, reduction ? kernel_.domain : node.type.shape, as)), in});
-      }
-      operands_[m] = ops;
-    }
-    for (ValueId store : kernel_.stores) {
-      std::vector<int64_t> strides = contiguous_strides(kernel_.domain);
-      if (role(store) == KernelRole::row) {
-        std::vector<int64_t> rows(kernel_.domain.begin(), kernel_.domain.begin() + kernel_.reduce_from);
-        strides = contiguous_strides(rows);
-        strides.resize(static_cast<std::size_t>(rank()), 0);
-      }
-      store_access_[store] = add_access({store, strides, 0}, false);
-    }
-  }
-
-  // Drops size-1 dimensions and merges neighbours every access walks as one (as TensorIterator
-  // does), within rows and within columns. A pointwise kernel's columns are its last dimension.
-  void coalesce() {
-    struct Dim {
-      int64_t size;
-      std::vector<int64_t> strides;  // per access
-    };
-    const auto merge = [&](int from, int to) {
-      std::vector<Dim> dims;
-      for (int d = from; d < to; ++d) {
-        const int64_t size = kernel_.domain[static_cast<std::size_t>(d)];
-        if (size == 1) continue;
-        Dim dim{size, {}};
-        for (const DomainAccess& a : accesses_) dim.strides.push_back(a.strides[static_cast<std::size_t>(d)]);
-        if (!dims.empty()) {
-          Dim& last = dims.back();
-          bool joins = true;
-          for (std::size_t a = 0; a < accesses_.size(); ++a) joins = joins && last.strides[a] == dim.strides[a] * dim.size;
-          if (joins) {
-            last.size *= dim.size;
-            last.strides = dim.strides;
-            continue;
-          }
-        }
-        dims.push_back(dim);
-      }
-      return dims;
-    };
-    const auto unpack = [&](const std::vector<Dim>& dims, std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides) {
-      strides.assign(accesses_.size(), {});
-      for (const Dim& dim : dims) {
-        sizes.push_back(dim.size);
-        for (std::size_t a = 0; a < accesses_.size(); ++a) strides[a].push_back(dim.strides[a]);
-      }
-    };
-    std::vector<Dim> rows, columns;
-    if (kernel_.has_reduction()) {
-      rows = merge(0, kernel_.reduce_from);
-      columns = merge(kernel_.reduce_from, rank());
-    } else {
-      rows = merge(0, rank());
-      if (!rows.empty()) {
-        columns.push_back(rows.back());
-        rows.pop_back();
-      }
-    }
-    if (columns.empty()) columns.push_back({1, std::vector<int64_t>(accesses_.size(), 0)});
-    unpack(rows, row_sizes_, row_strides_);
-    unpack(columns, column_sizes_, column_strides_);
-  }
-
-  int64_t rows() const {
-    int64_t n = 1;
-    for (int64_t s : row_sizes_) n *= s;
-    return n;
-  }
-  int64_t columns() const {
-    int64_t n = 1;
-    for (int64_t s : column_sizes_) n *= s;
-    return n;
-  }
-
-  // The element index of access `a`: its row offset plus the column indices times strides.
-  std::string index(int a, bool in_columns) const {
-    std::string text = "o" + std::to_string(a);
-    if (!in_columns) return text;
-    for (std::size_t c = 0; c < column_sizes_.size(); ++c) {
-      const int64_t stride = column_strides_[static_cast<std::size_t>(a)][c];
-      if (stride == 1) text += " + j" + std::to_string(c);
-      else if (stride != 0) text += " + j" + std::to_string(c) + " * " + std::to_string(stride);
-    }
-    return text;
-  }
-
-  std::string read(const Operand& operand, bool in_columns) const {
-    if (operand.member >= 0) return "v" + std::to_string(operand.member);
-    const DomainAccess& access = accesses_[static_cast<std::size_t>(operand.access)];
-    const ir::Node& base = graph_.node(access.base);
-    const DType dtype = graph_.type(operand.value).dtype;
-    if (base.op == Op::constant) return literal(base.attrs.scalar, dtype);
-    if (base.op == Op::iota) return std::string("static_cast<") + compute_type(dtype) + ">(" + index(operand.access, in_columns) + ")";
-    const std::string element = pointer(access.base) + "[" + index(operand.access, in_columns) + "]";
-    if (dtype == DType::b8) return "(" + element + " != 0)";
-    return dtype == DType::bf16 ? "k_bf16_load(" + element + ")" : element;
-  }
-
-  std::string expression(ValueId m, bool in_columns) const {
-    const ir::Node& node = graph_.node(m);
-    const std::vector<Operand>& ops = operands_.at(m);
-    std::vector<std::string> x;
-    for (const Operand& op : ops) x.push_back(read(op, in_columns));
-    const std::string t = compute_type(node.type.dtype);
-    switch (node.op) {
-      case Op::neg: return "(-" + x[0] + ")";
-      case Op::exp: return "k_exp(" + x[0] + ")";
-      case Op::log: return "k_log(" + x[0] + ")";
-      case Op::tanh: return "k_tanh(" + x[0] + ")";
-      case Op::erf: return "k_erf(" + x[0] + ")";
-      case Op::sqrt: return "k_sqrt(" + x[0] + ")";
-      case Op::rsqrt: return "(" + t + "(1) / k_sqrt(" + x[0] + "))";
-      case Op::reciprocal: return "(" + t + "(1) / " + x[0] + ")";
-      case Op::relu: return "(" + x[0] + " < 0 ? " + t + "(0) : " + x[0] + ")";
-      case Op::sigmoid: return "(" + t + "(1) / (" + t + "(1) + k_exp(-" + x[0] + ")))";
-      case Op::detach: return x[0];
-      case Op::cast:
-        if (node.type.dtype == DType::b8) return "(" + x[0] + " != 0)";
-        if (node.type.dtype == DType::bf16) return "k_round_bf16(static_cast<float>(" + x[0] + "))";
-        return "static_cast<" + t + ">(" + x[0] + ")";
-      case Op::add: return "(" + x[0] + " + " + x[1] + ")";
-      case Op::sub: return "(" + x[0] + " - " + x[1] + ")";
-      case Op::mul: return "(" + x[0] + " * " + x[1] + ")";
-      case Op::div: return "(" + x[0] + " / " + x[1] + ")";
-      case Op::pow: {
-        const Operand& e = ops[1];
-        if (e.member < 0 && graph_.node(accesses_[static_cast<std::size_t>(e.access)].base).op == Op::constant &&
-            graph_.node(accesses_[static_cast<std::size_t>(e.access)].base).attrs.scalar == 2.0) {
-          return "(" + x[0] + " * " + x[0] + ")";
-        }
-        return "k_pow(" + x[0] + ", " + x[1] + ")";
-      }
-      case Op::maximum: return "k_max<" + t + ">(" + x[0] + ", " + x[1] + ")";
-      case Op::gt: return "(" + x[0] + " > " + x[1] + ")";
-      case Op::eq: return "(" + x[0] + " == " + x[1] + ")";
-      case Op::where: return "(" + x[0] + " ? " + x[1] + " : " + x[2] + ")";
-      default:
-        throw ir::IrError(std::string("render_cpp_kernels: no C++ for ") + ir::op_name(node.op));
-    }
-  }
-
-  // The element members `roots` need, in topological order.
-  std::vector<ValueId> element_closure(const std::vector<ValueId>& roots) const {
-    std::set<ValueId> needed;
-    std::vector<ValueId> stack = roots;
-    while (!stack.empty()) {
-      const ValueId v = stack.back();
-      stack.pop_back();
-      if (!is_member(v) || role(v) != KernelRole::element || !needed.insert(v).second) continue;
-      for (ValueId in : graph_.node(v).inputs) stack.push_back(in);
-    }
-    std::vector<ValueId> ordered;
-    for (ValueId m : kernel_.members) {
-      if (needed.count(m)) ordered.push_back(m);
-    }
-    return ordered;
-  }
-
   // Opens the column loops; the innermost gets `pragma`.
   void open_columns(std::ostream& out, const std::string& indent, const std::string& pragma) const {
     for (std::size_t c = 0; c < column_sizes_.size(); ++c) {
@@ -388,20 +104,6 @@ class KernelRenderer {
     for (std::size_t c = column_sizes_.size(); c-- > 0;) out << indent << std::string(2 * c, ' ') << "}\n";
   }
 
-  void emit_elements(std::ostream& out, const std::string& indent, const std::vector<ValueId>& members) const {
-    for (ValueId m : members) {
-      out << indent << "const " << compute_type(graph_.type(m).dtype) << " v" << m << " = " << expression(m, true) << ";\n";
-    }
-  }
-
-  void store(std::ostream& out, const std::string& indent, ValueId m, bool in_columns) const {
-    const std::string target = "s" + std::to_string(m) + "[" + index(store_access_.at(m), in_columns) + "]";
-    const std::string value = "v" + std::to_string(m);
-    const DType dtype = graph_.type(m).dtype;
-    out << indent << target << " = "
-        << (dtype == DType::bf16 ? "k_bf16_store(" + value + ")" : dtype == DType::b8 ? "static_cast<uint8_t>(" + value + ")" : value) << ";\n";
-  }
-
   void body(std::ostream& out) {
     const bool parallel = rows() * columns() >= 32768;
     std::string indent = "  ";
@@ -410,56 +112,17 @@ class KernelRenderer {
       if (parallel && rows() > 1) out << indent << "#pragma omp parallel for\n";
       out << indent << "for (int64_t o = 0; o < " << rows() << "; ++o) {\n";
       indent += "  ";
-      // The row's index in each kept dimension, then each access's row offset.
-      int64_t inner = 1;
-      std::vector<std::string> row_index(row_sizes_.size());
-      for (std::size_t d = row_sizes_.size(); d-- > 0;) {
-        row_index[d] = "i" + std::to_string(d);
-        out << indent << "const int64_t i" << d << " = (o / " << inner << ") % " << row_sizes_[d] << ";\n";
-        inner *= row_sizes_[d];
-      }
-      for (std::size_t a = 0; a < accesses_.size(); ++a) {
-        out << indent << "const int64_t o" << a << " = " << accesses_[a].offset;
-        for (std::size_t d = 0; d < row_sizes_.size(); ++d) {
-          if (row_strides_[a][d] != 0) out << " + " << row_index[d] << " * " << row_strides_[a][d];
-        }
-        out << ";\n";
-      }
-    } else {
-      for (std::size_t a = 0; a < accesses_.size(); ++a) out << indent << "const int64_t o" << a << " = " << accesses_[a].offset << ";\n";
     }
+    emit_row_offsets(out, indent, "o", "int64_t");
 
-    // Stages: a reduction runs in the column loop after every row value its input needs.
-    std::map<ValueId, int> stage;
     int last_stage = 0;
-    for (ValueId m : kernel_.members) {
-      const ir::Node& node = graph_.node(m);
-      int s = 0;
-      for (ValueId in : node.inputs) {
-        if (is_member(in)) s = std::max(s, stage[in]);
-      }
-      if (ir::op_kind(node.op) == ir::OpKind::kReduction) {
-        s += 1;
-        last_stage = std::max(last_stage, s);
-      }
-      stage[m] = s;
-    }
-    const auto emit_row_values = [&](int s) {
-      for (ValueId m : kernel_.members) {
-        if (role(m) == KernelRole::row && stage[m] == s && ir::op_kind(graph_.node(m).op) != ir::OpKind::kReduction) {
-          out << indent << "const " << compute_type(graph_.type(m).dtype) << " v" << m << " = " << expression(m, false) << ";\n";
-        }
-      }
-    };
+    const std::map<ValueId, int> stage = stages(last_stage);
+    const auto emit_row_values = [&](int s) { KernelLayout::emit_row_values(out, indent, stage, s); };
     emit_row_values(0);
     for (int s = 1; s <= last_stage; ++s) {
-      std::vector<ValueId> reductions, inputs;
-      for (ValueId m : kernel_.members) {
-        if (stage[m] == s && ir::op_kind(graph_.node(m).op) == ir::OpKind::kReduction) {
-          reductions.push_back(m);
-          inputs.push_back(graph_.node(m).inputs[0]);
-        }
-      }
+      const std::vector<ValueId> reductions = reductions_in_stage(stage, s);
+      std::vector<ValueId> inputs;
+      for (ValueId r : reductions) inputs.push_back(graph_.node(r).inputs[0]);
       std::string pragma = "#pragma omp simd";
       for (ValueId r : reductions) {
         const ir::Node& node = graph_.node(r);
@@ -481,10 +144,7 @@ class KernelRenderer {
       emit_row_values(s);
     }
 
-    std::vector<ValueId> element_stores;
-    for (ValueId m : kernel_.stores) {
-      if (role(m) == KernelRole::element) element_stores.push_back(m);
-    }
+    const std::vector<ValueId> element_stores = stores_of(KernelRole::element);
     if (!element_stores.empty()) {
       std::string pragma = "#pragma omp simd";
       if (flat && parallel) pragma = "#pragma omp parallel for simd";
@@ -494,39 +154,18 @@ class KernelRenderer {
       for (ValueId m : element_stores) store(out, inner, m, true);
       close_columns(out, indent);
     }
-    for (ValueId m : kernel_.stores) {
-      if (role(m) == KernelRole::row) store(out, indent, m, false);
-    }
+    for (ValueId m : stores_of(KernelRole::row)) store(out, indent, m, false);
     if (!row_sizes_.empty()) out << "  }\n";
   }
-
-  const ir::Graph& graph_;
-  const Schedule& schedule_;
-  const FusedKernel& kernel_;
-  int index_;
-  std::map<ValueId, KernelRole> role_;
-  std::map<ValueId, std::vector<Operand>> operands_;
-  std::map<ValueId, int> store_access_;
-  std::vector<DomainAccess> accesses_;
-  std::map<DomainAccess, int> access_index_;
-  std::vector<ValueId> bases_;
-  std::vector<int64_t> row_sizes_, column_sizes_;
-  std::vector<std::vector<int64_t>> row_strides_, column_strides_;  // per access, per dimension
 };
 
 }  // namespace
-
-std::string RenderedProgram::text() const {
-  std::string all = prelude;
-  for (const RenderedKernel& kernel : kernels) all += kernel.source;
-  return all;
-}
 
 RenderedProgram render_cpp_kernels(const ir::Graph& graph, const Schedule& schedule) {
   RenderedProgram program;
   program.prelude = kPrelude;
   for (std::size_t k = 0; k < schedule.kernels.size(); ++k) {
-    program.kernels.push_back(KernelRenderer(graph, schedule, static_cast<int>(k)).render());
+    program.kernels.push_back(CppKernelRenderer(graph, schedule, static_cast<int>(k)).render());
   }
   return program;
 }

@@ -1,4 +1,4 @@
-// defines: RenderedKernel, RenderedProgram, render_cpp_kernels
+// defines: render_cpp_kernels
 //
 // The CPU renderer: one C++ function per fused kernel of a schedule. A kernel's domain is split
 // into rows (the dimensions it keeps) and columns (the dimensions it reduces; for a pointwise
@@ -9,28 +9,17 @@
 // maxima accumulate in float (double for float64).
 //
 // Each kernel is `extern "C" void trainc_kernel_<i>(void* const* args)`: args holds the data
-// pointers of the kernel's arguments, in order (see RenderedKernel::arguments).
+// pointers of the kernel's arguments, in order (see RenderedKernel::arguments). What it shares
+// with the CUDA renderer is in kernel_layout.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "trainc/compile/codegen/kernel_layout.h"
 #include "trainc/compile/passes/fusion.h"
 
 namespace trainc::codegen {
-
-struct RenderedKernel {
-  std::string symbol;                   // trainc_kernel_<i>
-  std::string source;                   // the function's definition
-  std::vector<ir::ValueId> arguments;   // the values read (contiguous bases), then the values stored
-  int reads = 0;                        // how many of `arguments` are read
-};
-
-struct RenderedProgram {
-  std::string prelude;  // what every kernel needs: math declarations, bf16 conversions
-  std::vector<RenderedKernel> kernels;  // one per FusedKernel, in the schedule's kernel order
-  std::string text() const;             // prelude and every kernel: one translation unit
-};
 
 RenderedProgram render_cpp_kernels(const ir::Graph& graph, const Schedule& schedule);
 

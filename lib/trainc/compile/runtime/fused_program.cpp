@@ -13,10 +13,9 @@
 namespace trainc {
 
 FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, const codegen::RenderedProgram& rendered,
-                           std::shared_ptr<KernelLibrary> library)
-    : graph_(std::move(graph)), schedule_(std::move(schedule)), plan_(std::move(plan)), library_(std::move(library)) {
+                           KernelLauncher launcher, at::Device device)
+    : graph_(std::move(graph)), schedule_(std::move(schedule)), plan_(std::move(plan)), launcher_(std::move(launcher)), device_(device) {
   for (const codegen::RenderedKernel& kernel : rendered.kernels) {
-    functions_.push_back(reinterpret_cast<KernelFunction>(library_->symbol(kernel.symbol)));
     arguments_.push_back(kernel.arguments);
     reads_.push_back(kernel.reads);
   }
@@ -99,7 +98,7 @@ const at::Tensor& FusedProgram::value(std::vector<at::Tensor>& values, ir::Value
   TRAINC_CHECK(is_lazy(graph_, schedule_, id) && node.op != ir::Op::input, std::string("value %") + std::to_string(id) + " read before it is computed");
   std::vector<at::Tensor> inputs;
   for (ir::ValueId in : node.inputs) inputs.push_back(value(values, in));
-  slot = ir::execute_node(node, inputs, at::kCPU);
+  slot = ir::execute_node(node, inputs, device_);
   return slot;
 }
 
@@ -109,12 +108,13 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
   for (ir::ValueId id = 0; id < graph_.size(); ++id) {
     if (graph_.node(id).op != ir::Op::input) continue;
     TRAINC_CHECK(next_input < inputs.size(), "fewer tensors than program inputs");
-    TRAINC_CHECK(inputs[next_input].device().is_cpu(), "generated CPU kernels given a tensor on " + inputs[next_input].device().str());
+    TRAINC_CHECK(inputs[next_input].device() == device_,
+                 "kernels generated for " + device_.str() + " given a tensor on " + inputs[next_input].device().str());
     values[static_cast<std::size_t>(id)] = inputs[next_input++];
   }
   TRAINC_CHECK(next_input == inputs.size(), "more tensors than program inputs");
   if (arena_.empty()) {
-    for (int64_t bytes : plan_.slot_bytes) arena_.push_back(at::empty({bytes}, at::TensorOptions().dtype(at::kByte)));
+    for (int64_t bytes : plan_.slot_bytes) arena_.push_back(at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device_)));
   }
 
   std::vector<at::Tensor> held;  // contiguous copies made for one kernel call
@@ -127,7 +127,7 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
       const ir::Node& node = graph_.node(step.index);
       std::vector<at::Tensor> args;
       for (ir::ValueId in : node.inputs) args.push_back(value(values, in));
-      values[static_cast<std::size_t>(step.index)] = ir::execute_node(node, args, at::kCPU);
+      values[static_cast<std::size_t>(step.index)] = ir::execute_node(node, args, device_);
     } else {
       const auto k = static_cast<std::size_t>(step.index);
       const std::vector<ir::ValueId>& args = arguments_[k];
@@ -143,7 +143,7 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
           held.push_back(tensor.is_contiguous() ? tensor : tensor.contiguous());
         } else {
           const int slot = plan_.slot_of[static_cast<std::size_t>(id)];
-          const auto options = at::TensorOptions().dtype(ir::to_scalar_type(type.dtype));
+          const auto options = at::TensorOptions().dtype(ir::to_scalar_type(type.dtype)).device(device_);
           at::Tensor out = slot >= 0 ? at::from_blob(arena_[static_cast<std::size_t>(slot)].data_ptr(), type.shape, options)
                                      : at::empty(type.shape, options);
           values[static_cast<std::size_t>(id)] = out;
@@ -151,7 +151,7 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
         }
         pointers.push_back(held.back().data_ptr());
       }
-      functions_[k](pointers.data());
+      launcher_(k, pointers.data(), pointers.size());
     }
     if (profiling) step_seconds_[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (ir::ValueId id : release_[s]) values[static_cast<std::size_t>(id)].reset();

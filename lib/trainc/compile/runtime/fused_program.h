@@ -1,8 +1,9 @@
 // defines: FusedProgram
 //
-// The inductor backend's executor for one program on the CPU: its schedule runs step by step,
-// fused kernels through the generated library's functions and the remaining nodes (matmul,
-// convolution, random draws, ...) through ATen. Values a kernel stores live in the program's
+// The inductor backend's executor for one program, on the CPU or a GPU: its schedule runs step by
+// step, fused kernels through a launcher (the generated library's functions on the CPU, the
+// loaded module's kernels on a GPU) and the remaining nodes (matmul, convolution, random draws,
+// ...) through ATen. Values a kernel stores live in the program's
 // arena as the memory plan assigns them; the arena is allocated on the first run and reused by
 // every later one. Views, constants and iota become tensors only when an ATen call or an output
 // needs them: kernels read them in place.
@@ -13,21 +14,24 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "trainc/compile/codegen/cpp_kernels.h"
+#include "trainc/compile/codegen/kernel_layout.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
-#include "trainc/compile/runtime/kernel_cache.h"
 
 namespace trainc {
 
+// Runs kernel `kernel` of the rendered program on `arguments` (its arguments' data pointers).
+using KernelLauncher = std::function<void(std::size_t kernel, void* const* arguments, std::size_t count)>;
+
 class FusedProgram {
  public:
-  FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, const codegen::RenderedProgram& rendered,
-               std::shared_ptr<KernelLibrary> library);
+  FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, const codegen::RenderedProgram& rendered, KernelLauncher launcher,
+               at::Device device);
 
   ~FusedProgram();
   FusedProgram(const FusedProgram&) = delete;
@@ -36,15 +40,13 @@ class FusedProgram {
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs);
 
  private:
-  using KernelFunction = void (*)(void* const*);
-
   const at::Tensor& value(std::vector<at::Tensor>& values, ir::ValueId id) const;
 
   ir::Graph graph_;
   Schedule schedule_;
   MemoryPlan plan_;
-  std::shared_ptr<KernelLibrary> library_;
-  std::vector<KernelFunction> functions_;           // per kernel
+  KernelLauncher launcher_;
+  at::Device device_;
   std::vector<std::vector<ir::ValueId>> arguments_;  // per kernel: bases read, then stores
   std::vector<int> reads_;                           // per kernel
   std::vector<std::vector<ir::ValueId>> release_;    // per step: values no later step reads

@@ -85,18 +85,12 @@ std::string hex64(uint64_t value) {
 }
 
 std::string key_of(const LibrarySource& source, const CompilerSettings& settings) {
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  const auto add = [&](const std::string& text) { XXH3_64bits_update(state, text.data(), text.size() + 1); };
-  add("trainc " TRAINC_VERSION);
-  add(compiler_identity(settings.compiler));
-  for (const std::string& flag : settings.flags) add(flag);
-  add(cpu_identity());
-  add(source.prelude);
-  for (const std::string& kernel : source.kernels) add(kernel);
-  const uint64_t hash = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return hex64(hash);
+  std::vector<std::string> parts = {"trainc " TRAINC_VERSION, compiler_identity(settings.compiler)};
+  parts.insert(parts.end(), settings.flags.begin(), settings.flags.end());
+  parts.push_back(cpu_identity());
+  parts.push_back(source.prelude);
+  parts.insert(parts.end(), source.kernels.begin(), source.kernels.end());
+  return content_hash(parts);
 }
 
 void write_file(const fs::path& path, const std::string& text) {
@@ -163,8 +157,29 @@ void* KernelLibrary::symbol(const std::string& name) const {
   return address;
 }
 
-std::string kernel_cache_directory(const CompilerSettings& settings) {
-  const fs::path dir = fs::path(settings.cache_dir) / "cpu-kernels";
+std::string content_hash(const std::vector<std::string>& parts) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (const std::string& part : parts) XXH3_64bits_update(state, part.data(), part.size() + 1);
+  const uint64_t hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hex64(hash);
+}
+
+void publish_file(const std::string& dir, const std::string& name, const std::string& bytes) {
+  static std::atomic<int> counter{0};
+  const fs::path temporary = fs::path(dir) / (name + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  write_file(temporary, bytes);
+  std::error_code error;
+  fs::rename(temporary, fs::path(dir) / name, error);
+  if (error) {
+    fs::remove(temporary, error);
+    throw UserError("inductor: cannot move " + name + " into the kernel cache " + dir + ": " + error.message(), kExitFailure);
+  }
+}
+
+std::string kernel_cache_directory(const CompilerSettings& settings, const std::string& kind) {
+  const fs::path dir = fs::path(settings.cache_dir) / kind;
   std::error_code error;
   fs::create_directories(dir, error);
   if (error || !fs::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0) {

@@ -1,5 +1,6 @@
 // defines: CompilerSettings, compiler_settings_from_environment, kernel_cache_directory,
-//          KernelLibrary, LibrarySource, LibraryBuild, build_kernel_libraries
+//          content_hash, publish_file, KernelLibrary, LibrarySource, LibraryBuild,
+//          build_kernel_libraries
 //
 // Generated C++ becomes shared libraries here. Each library is keyed by a content hash of its
 // source, the compiler and its version, the flags, the CPU it targets and trainc's version; a
@@ -25,9 +26,16 @@ struct CompilerSettings {
 
 CompilerSettings compiler_settings_from_environment();
 
-// The cache's folder for CPU kernel libraries, created if missing; a UserError (exit 2) naming
-// TRAINC_CACHE_DIR when it cannot be.
-std::string kernel_cache_directory(const CompilerSettings& settings);
+// The cache's folder for one kind of kernels (cpu-kernels, cuda-kernels), created if missing; a
+// UserError (exit 2) naming TRAINC_CACHE_DIR when it cannot be.
+std::string kernel_cache_directory(const CompilerSettings& settings, const std::string& kind = "cpu-kernels");
+
+// A 64-bit content hash of `parts` (each part delimited), as 16 hex digits: a cache key.
+std::string content_hash(const std::vector<std::string>& parts);
+
+// Writes `bytes` to `dir`/`name` through a private temporary file and an atomic rename, so a
+// concurrent reader sees no file or a complete one.
+void publish_file(const std::string& dir, const std::string& name, const std::string& bytes);
 
 class KernelLibrary {
  public:

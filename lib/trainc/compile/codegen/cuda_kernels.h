@@ -1,0 +1,25 @@
+// defines: render_cuda_kernels
+//
+// The CUDA renderer: one `extern "C" __global__` function per fused kernel of a schedule, the
+// same kernels the CPU renderer emits (the scheduler is shared; see kernel_layout), compiled at
+// run time with NVRTC (runtime/cuda_modules).
+//   - pointwise kernels: one thread per element, 256 threads a block, a grid-stride loop;
+//   - reductions: one block per row (grid-stride over rows); its threads stride over the row's
+//     columns, and each reduction ends in a warp-shuffle tree and one across the block's warps.
+//     The block is sized to the row: a quarter of its columns, rounded up to a power of two,
+//     between 32 and 1024 threads.
+// Shapes, strides and offsets are constants in the source; indices are 32-bit where every access
+// fits, 64-bit otherwise. bf16 values are loaded to float and rounded to nearest-even when
+// stored; sums and maxima accumulate in float (double for float64), as on the CPU.
+// A kernel's parameters are its arguments' data pointers, in RenderedKernel::arguments' order;
+// RenderedKernel::block and ::grid give the launch.
+#pragma once
+
+#include "trainc/compile/codegen/kernel_layout.h"
+#include "trainc/compile/passes/fusion.h"
+
+namespace trainc::codegen {
+
+RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule);
+
+}  // namespace trainc::codegen

@@ -1,0 +1,117 @@
+// defines: RenderedKernel, RenderedProgram, KernelLayout
+//
+// What the CPU renderer (cpp_kernels) and the CUDA renderer (cuda_kernels) share about one fused
+// kernel of a schedule: its accesses (each value it reads, as strides over the kernel's domain),
+// the domain split into rows (the dimensions it keeps) and columns (the dimensions it reduces; for
+// a pointwise kernel, the innermost one) with neighbouring dimensions merged, and each member's
+// expression. The two renderers differ only in how they walk rows and columns: loops and OpenMP
+// on the CPU, threads and blocks on a GPU. Both preludes define the same helpers (k_exp,
+// k_bf16_load, ...), so an expression reads the same for either target.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "trainc/compile/passes/fusion.h"
+
+namespace trainc::codegen {
+
+struct RenderedKernel {
+  std::string symbol;                   // trainc_kernel_<i>
+  std::string source;                   // the function's definition
+  std::vector<ir::ValueId> arguments;   // the values read (contiguous bases), then the values stored
+  int reads = 0;                        // how many of `arguments` are read
+  // CUDA only: the launch (threads per block, and blocks).
+  int block = 0;
+  int64_t grid = 0;
+};
+
+struct RenderedProgram {
+  std::string prelude;  // what every kernel needs: math declarations, bf16 conversions
+  std::vector<RenderedKernel> kernels;  // one per FusedKernel, in the schedule's kernel order
+  std::string text() const;             // prelude and every kernel: one translation unit
+};
+
+// How a target spells what C++ has no portable literal for.
+struct TargetSpelling {
+  std::string infinity_f, infinity_d, nan_f, nan_d;
+};
+
+class KernelLayout {
+ public:
+  KernelLayout(const ir::Graph& graph, const Schedule& schedule, int index, TargetSpelling spelling);
+
+ protected:
+  // An access over the kernel's domain: strides per domain dimension (0 where it does not move).
+  struct DomainAccess {
+    ir::ValueId base;
+    std::vector<int64_t> strides;
+    int64_t offset;
+    bool operator<(const DomainAccess& o) const;
+  };
+  // One operand of a member: a member's variable, or a read through access `access`.
+  struct Operand {
+    ir::ValueId member = -1;  // >= 0: in the kernel
+    int access = -1;
+    ir::ValueId value = -1;  // the value read (for its dtype)
+  };
+
+  int rank() const { return static_cast<int>(kernel_.domain.size()); }
+  bool is_member(ir::ValueId v) const { return schedule_.kernel_of[static_cast<std::size_t>(v)] == index_; }
+  KernelRole role(ir::ValueId v) const { return role_.at(v); }
+  static std::string pointer(ir::ValueId base) { return "p" + std::to_string(base); }
+  std::string describe() const;  // "reduction over [6, 37], reducing from dim 1; exp sum ..."
+  std::string literal(double value, ir::DType dtype) const;
+
+  int64_t rows() const;
+  int64_t columns() const;
+  // The largest element index any access reaches, plus one.
+  int64_t index_extent() const;
+  // The element index of access `a`: its row offset o<a> plus, in the columns, j<c> times strides.
+  std::string index(int a, bool in_columns) const;
+  std::string read(const Operand& operand, bool in_columns) const;
+  std::string expression(ir::ValueId m, bool in_columns) const;
+  // The element members `roots` need, in topological order.
+  std::vector<ir::ValueId> element_closure(const std::vector<ir::ValueId>& roots) const;
+  void emit_elements(std::ostream& out, const std::string& indent, const std::vector<ir::ValueId>& members) const;
+  void store(std::ostream& out, const std::string& indent, ir::ValueId m, bool in_columns) const;
+  // Declares o<a> for every access, from the row indices i<d> (emitted first, from `row`).
+  void emit_row_offsets(std::ostream& out, const std::string& indent, const std::string& row, const std::string& index_type) const;
+  // Per member, the reduction stage it follows (a reduction runs after every row value its input needs).
+  std::map<ir::ValueId, int> stages(int& last_stage) const;
+  std::vector<ir::ValueId> reductions_in_stage(const std::map<ir::ValueId, int>& stage, int s) const;
+  void emit_row_values(std::ostream& out, const std::string& indent, const std::map<ir::ValueId, int>& stage, int s) const;
+  std::vector<ir::ValueId> stores_of(KernelRole role) const;
+  // The parameters: each base read (const), then each store; records them in `kernel`.
+  std::string parameters(RenderedKernel& kernel, const std::string& restrict_keyword) const;
+
+  const ir::Graph& graph_;
+  const Schedule& schedule_;
+  const FusedKernel& kernel_;
+  int index_;
+  TargetSpelling spelling_;
+  std::map<ir::ValueId, KernelRole> role_;
+  std::map<ir::ValueId, std::vector<Operand>> operands_;
+  std::map<ir::ValueId, int> store_access_;
+  std::vector<DomainAccess> accesses_;
+  std::map<DomainAccess, int> access_index_;
+  std::vector<ir::ValueId> bases_;
+  std::vector<int64_t> row_sizes_, column_sizes_;
+  std::vector<std::vector<int64_t>> row_strides_, column_strides_;  // per access, per dimension
+
+ private:
+  int add_access(DomainAccess access, bool read = true);
+  DomainAccess domain_access(ir::ValueId value, const std::vector<int64_t>& shape, KernelRole role) const;
+  void collect();
+  void coalesce();
+};
+
+// The C++ type a value computes in, and the type it is stored as (bool as bytes, 16-bit floats as
+// their bits).
+const char* compute_type(ir::DType dtype);
+const char* storage_type(ir::DType dtype);
+
+}  // namespace trainc::codegen

@@ -1,0 +1,167 @@
+#include "trainc/compile/runtime/cuda_modules.h"
+
+#include "trainc/common/error.h"
+
+#if TRAINC_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <nvrtc.h>
+
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#endif
+
+namespace trainc {
+
+#if TRAINC_WITH_CUDA
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void check_driver(CUresult result, const std::string& what) {
+  if (result == CUDA_SUCCESS) return;
+  const char* text = nullptr;
+  cuGetErrorString(result, &text);
+  throw std::runtime_error(what + ": " + (text != nullptr ? text : "CUDA driver error " + std::to_string(result)));
+}
+
+// "sm_90" for the current GPU.
+std::string architecture() {
+  int device = 0;
+  cudaGetDevice(&device);
+  cudaDeviceProp properties{};
+  cudaGetDeviceProperties(&properties, device);
+  return "sm_" + std::to_string(properties.major) + std::to_string(properties.minor);
+}
+
+std::string nvrtc_identity() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  return "nvrtc " + std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::vector<std::string> nvrtc_options(const std::string& arch) { return {"--gpu-arch=" + arch, "--std=c++17"}; }
+
+// The cubin of `source`, or a UserError with NVRTC's log (the source is left in `dir`).
+std::string compile(const CudaSource& source, const std::string& key, const std::string& arch, const std::string& dir) {
+  nvrtcProgram program = nullptr;
+  if (nvrtcCreateProgram(&program, source.text.c_str(), (key + ".cu").c_str(), 0, nullptr, nullptr) != NVRTC_SUCCESS) {
+    throw std::runtime_error("nvrtcCreateProgram failed");
+  }
+  const std::vector<std::string> options = nvrtc_options(arch);
+  std::vector<const char*> option_pointers;
+  for (const std::string& option : options) option_pointers.push_back(option.c_str());
+  const nvrtcResult result = nvrtcCompileProgram(program, static_cast<int>(option_pointers.size()), option_pointers.data());
+  std::size_t log_size = 0;
+  nvrtcGetProgramLogSize(program, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size > 0) nvrtcGetProgramLog(program, log.data());
+  if (result != NVRTC_SUCCESS) {
+    nvrtcDestroyProgram(&program);
+    const fs::path left = fs::path(dir) / ("failed-" + key + ".cu");
+    std::ofstream(left) << source.text;
+    throw UserError("inductor: NVRTC failed on generated CUDA kernels (" + std::string(nvrtcGetErrorString(result)) + "); the source is in " +
+                        left.string() + "\nNVRTC log:\n" + log,
+                    kExitFailure);
+  }
+  std::size_t size = 0;
+  nvrtcGetCUBINSize(program, &size);
+  std::string cubin(size, '\0');
+  nvrtcGetCUBIN(program, cubin.data());
+  nvrtcDestroyProgram(&program);
+  return cubin;
+}
+
+std::shared_ptr<CudaModule> load(const std::string& cubin, const std::vector<std::string>& symbols) {
+  cudaFree(nullptr);  // makes the runtime's primary context current in this thread
+  CUmodule module = nullptr;
+  check_driver(cuModuleLoadData(&module, cubin.data()), "loading generated CUDA kernels");
+  std::vector<void*> functions;
+  for (const std::string& symbol : symbols) {
+    CUfunction function = nullptr;
+    check_driver(cuModuleGetFunction(&function, module, symbol.c_str()), "kernel " + symbol);
+    functions.push_back(function);
+  }
+  return std::make_shared<CudaModule>(module, std::move(functions));
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+CudaModule::~CudaModule() {
+  if (module_ != nullptr) cuModuleUnload(static_cast<CUmodule>(module_));
+}
+
+void CudaModule::launch(std::size_t index, int64_t grid, int block, void* const* arguments, std::size_t count) const {
+  std::vector<void*> parameters(count);
+  for (std::size_t i = 0; i < count; ++i) parameters[i] = const_cast<void**>(&arguments[i]);
+  const CUstream stream = c10::cuda::getCurrentCUDAStream().stream();
+  check_driver(cuLaunchKernel(static_cast<CUfunction>(functions_.at(index)), static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(block),
+                              1, 1, 0, stream, parameters.data(), nullptr),
+               "launching a generated CUDA kernel");
+}
+
+std::vector<CudaModuleBuild> build_cuda_modules(const std::vector<CudaSource>& sources, const CompilerSettings& settings) {
+  const std::string dir = kernel_cache_directory(settings, "cuda-kernels");
+  const std::string arch = architecture();
+  std::vector<CudaModuleBuild> builds(sources.size());
+  std::vector<std::string> cubins(sources.size());
+  std::vector<std::size_t> missing;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    std::vector<std::string> parts = {"trainc " TRAINC_VERSION, nvrtc_identity(), arch, sources[i].text};
+    for (const std::string& option : nvrtc_options(arch)) parts.push_back(option);
+    builds[i].key = content_hash(parts);
+    cubins[i] = read_file(fs::path(dir) / (builds[i].key + ".cubin"));
+    builds[i].cache_hit = !cubins[i].empty();
+    if (!builds[i].cache_hit) missing.push_back(i);
+  }
+  // NVRTC programs are independent: compile them side by side.
+  std::vector<std::exception_ptr> errors(missing.size());
+  std::vector<std::thread> threads;
+  for (std::size_t m = 0; m < missing.size(); ++m) {
+    threads.emplace_back([&, m] {
+      try {
+        const std::size_t i = missing[m];
+        cubins[i] = compile(sources[i], builds[i].key, arch, dir);
+      } catch (...) {
+        errors[m] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  for (std::size_t i : missing) {
+    publish_file(dir, builds[i].key + ".cu", sources[i].text);
+    publish_file(dir, builds[i].key + ".cubin", cubins[i]);
+  }
+  for (std::size_t i = 0; i < sources.size(); ++i) builds[i].module = load(cubins[i], sources[i].symbols);
+  return builds;
+}
+
+#else
+
+CudaModule::~CudaModule() = default;
+
+void CudaModule::launch(std::size_t, int64_t, int, void* const*, std::size_t) const {
+  throw std::logic_error("CudaModule::launch: this build of trainc has no CUDA");
+}
+
+std::vector<CudaModuleBuild> build_cuda_modules(const std::vector<CudaSource>&, const CompilerSettings&) {
+  throw UserError("inductor: this build of trainc has no CUDA (LibTorch without CUDA), so it cannot compile CUDA kernels", kExitFailure);
+}
+
+#endif
+
+}  // namespace trainc

@@ -1,0 +1,50 @@
+// defines: CudaModule, CudaModuleBuild, build_cuda_modules
+//
+// Generated CUDA source becomes loaded modules here: NVRTC compiles each source to a cubin for the
+// current GPU's architecture (no nvcc needed), and the driver loads it. Cubins are cached on disk
+// under the CPU kernel cache's rules (runtime/kernel_cache): keyed by a content hash of the source,
+// NVRTC's version, the options, the architecture and trainc's version, in
+// $TRAINC_CACHE_DIR/cuda-kernels/, published with an atomic rename so that runs sharing a cache
+// never read a half-written file. Sources compile in parallel. A compile error is a UserError
+// (exit 1) with NVRTC's log and where the source was left.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainc/compile/runtime/kernel_cache.h"
+
+namespace trainc {
+
+class CudaModule {
+ public:
+  CudaModule(void* module, std::vector<void*> functions) : module_(module), functions_(std::move(functions)) {}
+  ~CudaModule();
+  CudaModule(const CudaModule&) = delete;
+  CudaModule& operator=(const CudaModule&) = delete;
+
+  // Launches function `index` (in the order its symbol was asked for) on the current CUDA stream;
+  // `arguments` holds the kernel's pointer parameters in order.
+  void launch(std::size_t index, int64_t grid, int block, void* const* arguments, std::size_t count) const;
+
+ private:
+  void* module_;
+  std::vector<void*> functions_;
+};
+
+struct CudaModuleBuild {
+  std::shared_ptr<CudaModule> module;
+  std::string key;         // the content hash naming its cubin in the cache
+  bool cache_hit = false;  // loaded from the cache: nothing was compiled
+};
+
+struct CudaSource {
+  std::string text;                  // one translation unit
+  std::vector<std::string> symbols;  // the kernels to look up, in launch-index order
+};
+
+std::vector<CudaModuleBuild> build_cuda_modules(const std::vector<CudaSource>& sources, const CompilerSettings& settings);
+
+}  // namespace trainc
