@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "trainc/compile/codegen/cpp_kernels.h"
+#include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/codegen/strided_access.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
@@ -271,4 +272,66 @@ extern "C" void trainc_kernel_0(void* const* args) {
 }
 )");
   CHECK_THAT(program.text(), Contains("k_bf16_store"));
+}
+
+TEST_CASE("golden: the CUDA of the same softmax kernel, and blocks sized to the row", "[unit][fusion]") {
+  const auto softmax = [](int64_t rows, int64_t columns) {
+    Graph g;
+    const ValueId x = g.add_input("x", f32({rows, columns}));
+    const ValueId shifted = g.add(Op::sub, {x, g.add(Op::amax, {x}, ints({1}, true))});
+    const ValueId e = g.add(Op::exp, {shifted});
+    g.mark_output(g.add(Op::div, {e, g.add(Op::sum, {e}, ints({1}, true))}));
+    return g;
+  };
+  const Graph g = softmax(3, 8);
+  const codegen::RenderedProgram program = codegen::render_cuda_kernels(g, schedule_kernels(g));
+  REQUIRE(program.kernels.size() == 1);
+  CHECK(program.kernels[0].arguments == std::vector<ValueId>{0, 5});
+  CHECK(program.kernels[0].block == 32);
+  CHECK(program.kernels[0].grid == 3);  // a block per row
+  CHECK(program.kernels[0].source == R"(
+// kernel 0: reduction over [3, 8], reducing from dim 1; amax sub exp sum div
+extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __restrict__ p0, float* __restrict__ s5) {
+  __shared__ float shared1[33];
+  __shared__ float shared4[33];
+  for (int o = blockIdx.x; o < 3; o += gridDim.x) {
+    const int i0 = (o / 1) % 3;
+    const int o0 = 0 + i0 * 8;
+    const int o1 = 0 + i0 * 8;
+    float acc1 = (-__int_as_float(0x7f800000));
+    for (int column = threadIdx.x; column < 8; column += 32) {
+      const int j0 = column;
+      acc1 = p0[o0 + j0] > acc1 ? p0[o0 + j0] : acc1;
+    }
+    const float v1 = k_block_reduce<false>(acc1, (-__int_as_float(0x7f800000)), shared1);
+    float acc4 = float(0);
+    for (int column = threadIdx.x; column < 8; column += 32) {
+      const int j0 = column;
+      const float v2 = (p0[o0 + j0] - v1);
+      const float v3 = k_exp(v2);
+      acc4 += v3;
+    }
+    const float v4 = k_block_reduce<true>(acc4, float(0), shared4);
+    for (int column = threadIdx.x; column < 8; column += 32) {
+      const int j0 = column;
+      const float v2 = (p0[o0 + j0] - v1);
+      const float v3 = k_exp(v2);
+      const float v5 = (v3 / v4);
+      s5[o1 + j0] = v5;
+    }
+  }
+}
+)");
+  CHECK_THAT(program.text(), Contains("k_bf16_store") && Contains("__shfl_xor_sync"));
+  // A quarter of the row's columns per thread, rounded up to a power of two, within 32..1024.
+  const Graph layer = softmax(16, 768), vocabulary = softmax(2, 50257);
+  CHECK(codegen::render_cuda_kernels(layer, schedule_kernels(layer)).kernels[0].block == 256);
+  CHECK(codegen::render_cuda_kernels(vocabulary, schedule_kernels(vocabulary)).kernels[0].block == 1024);
+  // Pointwise kernels: 256 threads a block, a block per 256 elements.
+  Graph pointwise;
+  pointwise.mark_output(pointwise.add(Op::exp, {pointwise.add_input("x", f32({10, 100}))}));
+  const codegen::RenderedKernel exp_kernel = codegen::render_cuda_kernels(pointwise, schedule_kernels(pointwise)).kernels[0];
+  CHECK(exp_kernel.block == 256);
+  CHECK(exp_kernel.grid == 4);
+  CHECK_THAT(exp_kernel.source, Contains("for (int e = blockIdx.x * 256 + threadIdx.x; e < 1000; e += gridDim.x * 256)"));
 }
