@@ -45,7 +45,7 @@ std::string nvrtc_identity() {
   return "nvrtc " + std::to_string(major) + "." + std::to_string(minor);
 }
 
-std::vector<std::string> nvrtc_options(const std::string& arch) { return {"--gpu-arch=" + arch, "--std=c++17"}; }
+std::vector<std::string> nvrtc_options(const std::string& arch) { return {"--gpu-architecture=" + arch, "--std=c++17"}; }
 
 // The cubin of `source`, or a UserError with NVRTC's log (the source is left in `dir`).
 std::string compile(const CudaSource& source, const std::string& key, const std::string& arch, const std::string& dir) {
