@@ -15,7 +15,9 @@
 # Each run's figure is the median step time over those intervals after the first one.
 # Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs inductor reduce-overhead aot_eager),
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
-# (Trainer, gpt2 case only: none default). TRAINC_GPU_TESTS=0 skips the tests.
+# (Trainer, gpt2 case only: none default). TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
+# runs trainc inductor once more per case with TRAINC_PROFILE_KERNELS=1 and prints where its step
+# time goes (each step synchronized: slower, for the breakdown only).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/trainc-gpu}
@@ -116,6 +118,13 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
       *) trainc_run "$case" "$run" --torch-compile-backend "$run" ;;
     esac
   done
+  if [[ ${TRAINC_GPU_PROFILE:-0} == 1 ]]; then
+    step "$case: trainc inductor, profiled"
+    # shellcheck disable=SC2086
+    TRAINC_PROFILE_KERNELS=1 timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-profile" \
+      ${TRAINC_FLAGS[$case]} --torch-compile-backend inductor > "$OUT/$case-profile.log" 2>&1
+    grep -A25 "^profile:" "$OUT/$case-profile.log" | cut -c1-200 > "$OUT/$case-profile.txt"
+  fi
   for mode in ${TRAINC_GPU_PEER_MODES:-none default reduce-overhead}; do peer_run "$case" pytorch_gpt2.py pytorch "$mode"; done
   if [[ $case == gpt2 ]]; then
     for mode in ${TRAINC_GPU_HF_MODES:-none default}; do peer_run "$case" hf_trainer_gpt2.py hf_trainer "$mode"; done
@@ -127,6 +136,7 @@ cat "$OUT/gpu.txt"
 echo "tests: $test_summary"
 [[ -s "$OUT/cuda-test-figures.log" ]] && cat "$OUT/cuda-test-figures.log"
 grep -h -A4 "^profile:" "$OUT"/*-pytorch-*.log 2>/dev/null
+for profile in "$OUT"/*-profile.txt; do [[ -s $profile ]] && { echo "trainc inductor profile ($(basename "$profile")):"; cat "$profile"; }; done
 [[ -s "$OUT/results.jsonl" ]] && python3 - "$OUT/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

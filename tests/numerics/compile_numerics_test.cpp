@@ -119,6 +119,20 @@ std::vector<OpRow> rows() {
                 F::cross_entropy(x[0], x[1], F::CrossEntropyFuncOptions().reduction(torch::kSum)) * 0.1 +
                 F::cross_entropy(x[0], x[1], F::CrossEntropyFuncOptions().reduction(torch::kNone).label_smoothing(0.2)).sum();
        }},
+      // A language model's head: the loss of a linear layer's logits imports as one
+      // linear_cross_entropy op (tests/unit/ir_test.cpp checks that it does).
+      {"cross_entropy over a linear layer's logits", {"aten::cross_entropy_loss", "aten::linear"},
+       [](at::ScalarType d) {
+         at::Tensor targets = labels({6}, 7);
+         targets.index_put_({torch::tensor({2})}, -100);
+         return std::vector<at::Tensor>{rn({2, 3, 5}, d), rn({7, 5}, d), targets};
+       },
+       [](V x) {
+         const at::Tensor logits = F::linear(x[0], x[1]).reshape({-1, 7});
+         return F::cross_entropy(logits, x[2]) + F::cross_entropy(logits, x[2], F::CrossEntropyFuncOptions().label_smoothing(0.1)) +
+                F::cross_entropy(logits, x[2], F::CrossEntropyFuncOptions().reduction(torch::kSum)) * 0.1 +
+                F::cross_entropy(logits, x[2], F::CrossEntropyFuncOptions().reduction(torch::kNone).label_smoothing(0.2)).sum();
+       }},
       {"nll_loss", {"aten::nll_loss", "aten::nll_loss_nd"}, [](at::ScalarType d) { return std::vector<at::Tensor>{rn({6, 5}, d), labels({6}, 5)}; },
        [](V x) { return F::nll_loss(torch::log_softmax(x[0], 1), x[1]); }},
       {"mse_loss", {"aten::mse_loss"}, two({3, 4}, {3, 4}),

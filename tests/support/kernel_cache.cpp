@@ -1,16 +1,17 @@
 #include "support/kernel_cache.h"
 
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
 
-#include <filesystem>
 #include <stdexcept>
 #include <string>
 
 namespace trainc::test {
 namespace {
 
-// A folder under $TMPDIR (or /tmp) for this process, removed at exit. mkdtemp rather than the e2e
-// helpers (support/command), which the CUDA test binary does not link.
+// A folder under $TMPDIR (or /tmp) for this process, removed at exit. POSIX calls only: the CUDA
+// test binaries avoid std::filesystem (tests/CMakeLists.txt says why).
 class PrivateCache {
  public:
   PrivateCache() {
@@ -20,8 +21,8 @@ class PrivateCache {
     path_ = name;
   }
   ~PrivateCache() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
+    const auto remove_entry = [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); };
+    ::nftw(path_.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
   }
   const std::string& path() const { return path_; }
 

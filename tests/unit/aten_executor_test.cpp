@@ -9,6 +9,7 @@
 #include <set>
 
 #include "trainc/compile/runtime/aten_executor.h"
+#include "trainc/compile/runtime/linear_cross_entropy.h"
 
 using namespace trainc::ir;
 
@@ -37,6 +38,10 @@ std::vector<ExecCase> cases() {
   const at::Tensor padded_input = r({2, 3, 5, 5});
   const at::Tensor padded_indices = std::get<1>(at::max_pool2d_with_indices(padded_input, {3, 3}, {2, 2}, {1, 1}));
   const auto positive = [&](std::vector<int64_t> shape) { return torch::rand(shape, f64) + 0.1; };
+  const at::Tensor head_x = r({6, 5}), head_w = r({7, 5}), head_targets = torch::randint(0, 7, {6});
+  Attributes smoothed;  // linear_cross_entropy: loss in float64, label smoothing 0.1
+  smoothed.dtype = DType::f64;
+  smoothed.scalar = 0.1;
   Attributes constant = with_ints({2, 3});
   constant.scalar = 1.5;
   constant.dtype = DType::f64;
@@ -156,6 +161,15 @@ std::vector<ExecCase> cases() {
          input.view({1, 2, 2, 2, 2, 2}).mean({3, 5}).backward(x[0]);
          return input.grad();
        }},
+      {Op::linear_cross_entropy, {head_x, head_w, head_targets}, smoothed, [](auto& x) {
+         return at::cross_entropy_loss(at::mm(x[0], x[1].t()), x[2], {}, at::Reduction::None, -100, 0.1);
+       }},
+      {Op::linear_cross_entropy_grad, {head_x, head_w, head_targets, r({6})}, smoothed, [](auto& x) {
+         auto input = x[0].clone().requires_grad_(true);
+         auto weight = x[1].clone().requires_grad_(true);
+         (at::cross_entropy_loss(at::mm(input, weight.t()), x[2], {}, at::Reduction::None, -100, 0.1) * x[3]).sum().backward();
+         return at::cat({input.grad().flatten(), weight.grad().flatten()});
+       }},
   };
   return rows;
 }
@@ -181,4 +195,15 @@ TEST_CASE("every IR op executes as the ATen expression it stands for", "[unit][i
     CHECK(torch::allclose(got.to(torch::kDouble), expected.to(torch::kDouble), 1e-10, 1e-12));
   }
   CHECK(static_cast<int>(covered.size()) == kOpCount);
+}
+
+TEST_CASE("linear_cross_entropy in chunks of rows equals it in one", "[unit][ir][aten]") {
+  const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  const at::Tensor x = torch::randn({10, 4}, f64), w = torch::randn({9, 4}, f64), targets = torch::randint(0, 9, {10});
+  const at::Tensor grad = torch::randn({10}, f64);
+  const int64_t whole = int64_t{1} << 20, three_rows = 27;  // a chunk of 3 rows of 9 logits: 4 chunks, the last of 1 row
+  CHECK(torch::allclose(trainc::linear_cross_entropy(x, w, targets, 0.1, torch::kDouble, three_rows),
+                        trainc::linear_cross_entropy(x, w, targets, 0.1, torch::kDouble, whole), 1e-12, 1e-12));
+  CHECK(torch::allclose(trainc::linear_cross_entropy_grad(x, w, targets, grad, 0.1, three_rows),
+                        trainc::linear_cross_entropy_grad(x, w, targets, grad, 0.1, whole), 1e-12, 1e-12));
 }

@@ -43,6 +43,10 @@ std::vector<ShapeCase> shape_cases() {
   iota.dtype = DType::i64;
   Attributes draw = ints({3, 4});
   draw.scalar = 0.9;
+  Attributes f32_loss;  // linear_cross_entropy: the loss in float32, label smoothing 0.1
+  f32_loss.dtype = DType::f32;
+  f32_loss.scalar = 0.1;
+  const auto bf16 = [](std::vector<int64_t> shape) { return TensorType{DType::bf16, std::move(shape)}; };
   std::vector<ShapeCase> cases = {
       {Op::constant, {}, constant, f32({2, 3}), ""},
       {Op::cast, {f32({4})}, to_bf16, {DType::bf16, {4}}, ""},
@@ -98,6 +102,11 @@ std::vector<ShapeCase> shape_cases() {
        f32({2, 3, 28, 28}), ""},
       {Op::avg_pool2d, {f32({2, 3, 28, 28})}, ints({3, 2, 1, 1}), f32({2, 3, 14, 14}), ""},
       {Op::avg_pool2d_grad, {f32({2, 3, 14, 14}), f32({2, 3, 28, 28})}, ints({3, 2, 1, 1}), f32({2, 3, 28, 28}), ""},
+      {Op::linear_cross_entropy, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}}, f32_loss, f32({6}), ""},
+      {Op::linear_cross_entropy, {bf16({6, 5}), f32({7, 5}), {DType::i64, {6}}}, f32_loss, {}, "one floating dtype"},
+      {Op::linear_cross_entropy, {f32({6, 5}), f32({7, 5}), {DType::i64, {5}}}, f32_loss, {}, "targets must be i64 [N]"},
+      {Op::linear_cross_entropy_grad, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}, f32({6})}, f32_loss, bf16({6 * 5 + 7 * 5}), ""},
+      {Op::linear_cross_entropy_grad, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}, bf16({6})}, f32_loss, {}, "the loss's type"},
   };
   for (Op op : {Op::neg, Op::exp, Op::log, Op::tanh, Op::erf, Op::sqrt, Op::rsqrt, Op::reciprocal, Op::relu, Op::sigmoid}) {
     cases.push_back({op, {f32({3, 7})}, {}, f32({3, 7}), ""});

@@ -280,6 +280,16 @@ std::vector<ValueId> input_grads(Backward& b, ValueId id, const ir::Node& node, 
       }
       return grads;
     }
+    case Op::linear_cross_entropy: {
+      // One op for both gradients (it recomputes the logits once); each is a view of its part.
+      const ir::TensorType x = b.type(in(0)), w = b.type(in(1));
+      const ValueId both = b.add(Op::linear_cross_entropy_grad, {in(0), in(1), in(2), g}, node.attrs);
+      const int64_t x_size = x.numel();
+      Attributes x_part, w_part;
+      x_part.ints = {0, 0, x_size, 1};
+      w_part.ints = {0, x_size, x_size + w.numel(), 1};
+      return {b.reshape(b.add(Op::slice, {both}, x_part), x.shape), b.reshape(b.add(Op::slice, {both}, w_part), w.shape), -1};
+    }
     case Op::conv2d:
       return {need[0] ? b.add(Op::conv2d_input_grad, {g, in(0), in(1)}, node.attrs) : -1,
               need[1] ? b.add(Op::conv2d_weight_grad, {g, in(0), in(1)}, node.attrs) : -1};
@@ -298,6 +308,7 @@ bool has_gradient_rule(Op op) {
     case Op::slice_backward:
     case Op::embedding_grad:
     case Op::attention_grad:
+    case Op::linear_cross_entropy_grad:
     case Op::conv2d_input_grad:
     case Op::conv2d_weight_grad:
     case Op::max_pool2d_indices:

@@ -176,7 +176,7 @@ std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::
   }
   const auto runner = [device](std::shared_ptr<FusedProgram> program) {
     return [program, device](const std::vector<at::Tensor>& inputs, at::Device on) {
-      TRAINC_CHECK(on == device, "inductor's kernels were generated for " + device.str() + ", the step's tensors are on " + on.str());
+      TRAINC_CHECK(on.type() == device.type(), "inductor's kernels were generated for " + device.str() + ", the step's tensors are on " + on.str());
       return program->run(inputs);
     };
   };

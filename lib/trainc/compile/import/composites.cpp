@@ -3,6 +3,7 @@
 // Low-precision inputs compute in float32 inside a decomposition and are cast back at the end, as
 // ATen's own kernels do. Attention stays one extern op.
 #include <cmath>
+#include <optional>
 
 #include "trainc/compile/import/import_context.h"
 
@@ -199,14 +200,66 @@ ValueId class_nll(ImportContext& c, ValueId log_probs, ValueId targets, Reductio
   return c.binary(Op::div, loss, c.sum(c.cast(valid, type.dtype), {0}, false));
 }
 
+// A linear layer's logits as cross_entropy reads them: `logits` made by reshapes and at most a
+// widening cast (to float32 under autocast) from matmul(x [N, C], permute(weight [V, C])).
+struct LinearLogits {
+  ValueId x = -1, weight = -1;
+};
+
+std::optional<LinearLogits> linear_logits(ImportContext& c, ValueId logits) {
+  const ir::Graph& g = c.graph();
+  const DType wanted = c.type(logits).dtype;
+  ValueId v = logits;
+  while (g.node(v).op == Op::reshape || g.node(v).op == Op::cast) {
+    if (g.node(v).op == Op::cast && g.node(v).type.dtype != wanted) return std::nullopt;
+    v = g.node(v).inputs[0];
+  }
+  const ir::Node& product = g.node(v);
+  if (product.op != Op::matmul || compute_dtype(product.type.dtype) != wanted) return std::nullopt;
+  const ValueId x = product.inputs[0];
+  const ir::Node& transposed = g.node(product.inputs[1]);
+  if (c.type(x).rank() < 2 || transposed.op != Op::permute || transposed.attrs.ints != std::vector<int64_t>{1, 0}) return std::nullopt;
+  // The loss reads [N, V]: the product's rows, flattened.
+  const std::vector<int64_t> shape = c.type(logits).shape;
+  if (shape.size() != 2 || shape[1] != product.type.shape.back() || c.type(logits).numel() != product.type.numel()) return std::nullopt;
+  const ValueId weight = transposed.inputs[0];  // read before adding nodes: that moves them
+  return LinearLogits{c.reshape(x, {shape[0], c.type(x).shape.back()}), weight};
+}
+
+// Each row's loss, masked where its target is ignore_index, then reduced.
+ValueId reduce_row_losses(ImportContext& c, ValueId losses, ValueId targets, Reduction reduction, int64_t ignore_index) {
+  const DType dtype = c.type(losses).dtype;
+  const ValueId valid = c.binary(Op::eq, c.binary(Op::eq, targets, c.scalar(static_cast<double>(ignore_index), DType::i64)),
+                                 c.scalar(0.0, DType::b8));
+  const ValueId loss = c.add(Op::where, {valid, losses, c.scalar(0.0, dtype)});
+  if (reduction == Reduction::none) return loss;
+  const ValueId total = c.sum(loss, {0}, false);
+  if (reduction == Reduction::sum) return total;
+  return c.binary(Op::div, total, c.sum(c.cast(valid, dtype), {0}, false));
+}
+
 // cross_entropy_loss(input, target, weight, reduction, ignore_index, label_smoothing).
+// Over a linear layer's logits (a language model's head), one linear_cross_entropy op computes the
+// layer and the loss together, without every row's float32 logits at once
+// (runtime/linear_cross_entropy); the matmul it replaces is then dead.
 Values cross_entropy(ImportContext& c, const jit::Node& n) {
   if (!c.is_none(arg(n, 2))) throw Unsupported("class weights");
   const DType dtype = out_dtype(c, n);
   const ValueId logits = c.cast(c.tensor(arg(n, 0)), compute_dtype(dtype));
-  const ValueId log_probs = softmax(c, logits, 1, true);
   const double smoothing = n.inputs().size() > 5 ? c.double_arg(arg(n, 5)) : 0.0;
-  return {c.cast(class_nll(c, log_probs, c.tensor(arg(n, 1)), reduction_arg(c, arg(n, 3)), c.int_arg(arg(n, 4)), smoothing), dtype)};
+  const ValueId targets = c.tensor(arg(n, 1));
+  const Reduction reduction = reduction_arg(c, arg(n, 3));
+  const int64_t ignore_index = c.int_arg(arg(n, 4));
+  if (const std::optional<LinearLogits> linear = linear_logits(c, logits);
+      linear && c.type(logits).rank() == 2 && c.type(targets).dtype == DType::i64 && c.type(targets).rank() == 1) {
+    ir::Attributes attrs;
+    attrs.scalar = smoothing;
+    attrs.dtype = c.type(logits).dtype;
+    const ValueId losses = c.add(Op::linear_cross_entropy, {linear->x, linear->weight, targets}, attrs);
+    return {c.cast(reduce_row_losses(c, losses, targets, reduction, ignore_index), dtype)};
+  }
+  const ValueId log_probs = softmax(c, logits, 1, true);
+  return {c.cast(class_nll(c, log_probs, targets, reduction, ignore_index, smoothing), dtype)};
 }
 
 // nll_loss(input, target, weight, reduction, ignore_index) and nll_loss_nd.

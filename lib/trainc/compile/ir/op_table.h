@@ -71,7 +71,9 @@ enum class OpKind : uint8_t {
   X(max_pool2d, kExtern, 2)       \
   X(max_pool2d_grad, kExtern, 3)  \
   X(avg_pool2d, kExtern, 1)       \
-  X(avg_pool2d_grad, kExtern, 2)
+  X(avg_pool2d_grad, kExtern, 2)  \
+  X(linear_cross_entropy, kExtern, 3) \
+  X(linear_cross_entropy_grad, kExtern, 4)
 // clang-format on
 
 enum class Op : uint8_t {

@@ -25,6 +25,10 @@
 //                for the backward, so it does not pool again)
 //   max_pool2d_grad  (grad, input, indices) -> input
 //   avg_pool2d   attrs.ints = {kernel, stride, padding, count_include_pad}; avg_pool2d_grad (grad, input) -> input
+//   linear_cross_entropy  (x [N, C], weight [V, C], targets i64 [N]) -> attrs.dtype [N]: each row's
+//                cross-entropy over the logits x @ weight^T, with label smoothing attrs.scalar
+//   linear_cross_entropy_grad  (x, weight, targets, grad [N]) -> x's dtype [N * C + V * C]: the
+//                gradients of x and of the weight, flattened one after the other
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -110,6 +114,18 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       TensorType out = q;
       out.shape.insert(out.shape.begin(), 3);
       return out;
+    }
+    case Op::linear_cross_entropy:
+    case Op::linear_cross_entropy_grad: {
+      const TensorType& x = in[0];
+      const TensorType& weight = in[1];
+      require(x.rank() == 2 && weight.rank() == 2 && x.shape[1] == weight.shape[1], "linear_cross_entropy takes x [N, C] and weight [V, C]");
+      require(is_floating(x.dtype) && weight.dtype == x.dtype, "linear_cross_entropy needs x and weight of one floating dtype");
+      require(in[2].dtype == DType::i64 && in[2].shape == std::vector<int64_t>{x.shape[0]}, "linear_cross_entropy targets must be i64 [N]");
+      require(is_floating(attrs.dtype), "linear_cross_entropy's loss dtype must be floating");
+      if (op == Op::linear_cross_entropy) return {attrs.dtype, {x.shape[0]}};
+      require(in[3] == TensorType{attrs.dtype, {x.shape[0]}}, "linear_cross_entropy_grad's grad must be the loss's type");
+      return {x.dtype, {x.shape[0] * x.shape[1] + weight.shape[0] * weight.shape[1]}};
     }
     case Op::conv2d: {
       const TensorType& input = in[0];

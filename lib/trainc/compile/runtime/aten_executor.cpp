@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "trainc/compat/torch_compat.h"
+#include "trainc/compile/runtime/linear_cross_entropy.h"
 
 namespace trainc::ir {
 namespace {
@@ -112,6 +113,12 @@ at::Tensor run_max_pool2d_grad(const Inputs& in, const Attributes& a, at::Device
 }
 at::Tensor run_avg_pool2d(const Inputs& in, const Attributes& a, at::Device device) { return at::avg_pool2d(in[0], a.ints[0], a.ints[1], a.ints[2], false, a.ints[3] != 0); }
 at::Tensor run_avg_pool2d_grad(const Inputs& in, const Attributes& a, at::Device device) { return at::avg_pool2d_backward(in[0], in[1], a.ints[0], a.ints[1], a.ints[2], false, a.ints[3] != 0, c10::nullopt); }
+at::Tensor run_linear_cross_entropy(const Inputs& in, const Attributes& a, at::Device device) {
+  return linear_cross_entropy(in[0], in[1], in[2], a.scalar, to_scalar_type(a.dtype));
+}
+at::Tensor run_linear_cross_entropy_grad(const Inputs& in, const Attributes& a, at::Device device) {
+  return linear_cross_entropy_grad(in[0], in[1], in[2], in[3], a.scalar);
+}
 
 const std::array<Kernel, kOpCount>& kernels() {
 #define TRAINC_IR_OP_KERNEL(op, kind, arity) &run_##op,

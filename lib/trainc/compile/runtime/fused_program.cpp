@@ -108,8 +108,9 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
   for (ir::ValueId id = 0; id < graph_.size(); ++id) {
     if (graph_.node(id).op != ir::Op::input) continue;
     TRAINC_CHECK(next_input < inputs.size(), "fewer tensors than program inputs");
-    TRAINC_CHECK(inputs[next_input].device() == device_,
-                 "kernels generated for " + device_.str() + " given a tensor on " + inputs[next_input].device().str());
+    const at::Device on = inputs[next_input].device();
+    TRAINC_CHECK(on.type() == device_.type() && (!device_.has_index() || on.index() == device_.index()),
+                 "kernels generated for " + device_.str() + " given a tensor on " + on.str());
     values[static_cast<std::size_t>(id)] = inputs[next_input++];
   }
   TRAINC_CHECK(next_input == inputs.size(), "more tensors than program inputs");
@@ -153,7 +154,11 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
       }
       launcher_(k, pointers.data(), pointers.size());
     }
-    if (profiling) step_seconds_[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (profiling) {
+      // A GPU runs steps asynchronously: a copy to the host waits for this one to finish.
+      if (!device_.is_cpu()) at::empty({1}, at::TensorOptions().device(device_)).cpu();
+      step_seconds_[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     for (ir::ValueId id : release_[s]) values[static_cast<std::size_t>(id)].reset();
   }
   std::vector<at::Tensor> outputs;

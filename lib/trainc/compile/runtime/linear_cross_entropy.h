@@ -1,0 +1,32 @@
+// defines: linear_cross_entropy, linear_cross_entropy_grad
+//
+// A language model's head and its loss in one op: the cross-entropy of each row of
+// logits = x @ weight^T against its target, and the gradients of x and the weight, without the
+// float32 logits of every row at once. The logits are made in x's dtype (bf16 under autocast, as
+// the eager linear layer makes them); each chunk of rows is then raised to the loss's dtype
+// (float32) for the log-sum-exp, about 512 MB at a time, instead of a float32 copy of all of them.
+// On a GPU, the vocabulary is padded with zero rows of the weight to a multiple of 64, so every
+// GEMM has aligned leading dimensions (50,257 columns of bf16 send cuBLAS to kernels for
+// unaligned data, several times slower); the padding columns are never part of a softmax.
+// Label smoothing s: loss = lse - (1 - s) * z[target] - (s / V) * sum(z). A target outside
+// [0, V) (ignore_index) gives a finite, meaningless loss: the caller masks such rows, and their
+// gradient arrives as 0.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace trainc {
+
+// Float32 logits raised at a time: 512 MB.
+constexpr int64_t kLinearCrossEntropyChunk = int64_t{1} << 27;
+
+// x [N, C], weight [V, C], targets i64 [N] -> loss [N] in `loss_dtype`.
+at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, double smoothing,
+                                at::ScalarType loss_dtype, int64_t chunk_elements = kLinearCrossEntropyChunk);
+
+// The same and grad [N] (the loss's gradient) -> [N * C + V * C] in x's dtype: the gradient of x,
+// then of the weight, flattened. The logits are recomputed.
+at::Tensor linear_cross_entropy_grad(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, const at::Tensor& grad,
+                                     double smoothing, int64_t chunk_elements = kLinearCrossEntropyChunk);
+
+}  // namespace trainc
