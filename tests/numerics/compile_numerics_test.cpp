@@ -32,6 +32,7 @@ struct OpRow {
   std::function<at::Tensor(const std::vector<at::Tensor>&)> fn;
   double float32_tolerance = 1e-5;
   std::vector<int> buffers = {};  // inputs updated in place (batch-norm running statistics)
+  std::string imports_as = {};    // an IR op the import must make (a pattern it recognizes)
 };
 
 at::Tensor rn(std::vector<int64_t> shape, at::ScalarType dtype) { return torch::randn(shape, torch::TensorOptions().dtype(dtype)); }
@@ -120,7 +121,7 @@ std::vector<OpRow> rows() {
                 F::cross_entropy(x[0], x[1], F::CrossEntropyFuncOptions().reduction(torch::kNone).label_smoothing(0.2)).sum();
        }},
       // A language model's head: the loss of a linear layer's logits imports as one
-      // linear_cross_entropy op (tests/unit/ir_test.cpp checks that it does).
+      // linear_cross_entropy op.
       {"cross_entropy over a linear layer's logits", {"aten::cross_entropy_loss", "aten::linear"},
        [](at::ScalarType d) {
          at::Tensor targets = labels({6}, 7);
@@ -132,7 +133,8 @@ std::vector<OpRow> rows() {
          return F::cross_entropy(logits, x[2]) + F::cross_entropy(logits, x[2], F::CrossEntropyFuncOptions().label_smoothing(0.1)) +
                 F::cross_entropy(logits, x[2], F::CrossEntropyFuncOptions().reduction(torch::kSum)) * 0.1 +
                 F::cross_entropy(logits, x[2], F::CrossEntropyFuncOptions().reduction(torch::kNone).label_smoothing(0.2)).sum();
-       }},
+       },
+       1e-5, {}, "linear_cross_entropy"},
       {"nll_loss", {"aten::nll_loss", "aten::nll_loss_nd"}, [](at::ScalarType d) { return std::vector<at::Tensor>{rn({6, 5}, d), labels({6}, 5)}; },
        [](V x) { return F::nll_loss(torch::log_softmax(x[0], 1), x[1]); }},
       {"mse_loss", {"aten::mse_loss"}, two({3, 4}, {3, 4}),
@@ -217,6 +219,7 @@ void check_row(const OpRow& row, at::ScalarType dtype, double tolerance, bool in
   const ImportedGraph imported = import_graph(captured);
   INFO(describe_breaks(imported.breaks));
   REQUIRE(imported.breaks.empty());
+  if (!row.imports_as.empty()) CHECK_THAT(ir::to_text(imported.graph), Catch::Matchers::Contains(" = " + row.imports_as + "("));
   std::vector<bool> requires_grad;
   for (const StepInput& input : described) requires_grad.push_back(input.requires_grad);
   INFO(ir::to_text(imported.graph));
@@ -298,10 +301,31 @@ static OpRow autocast_linear_row() {
           }};
 }
 
+// A language model's head under autocast (traced as t, to bf16, matmul) and its float32 loss: one
+// linear_cross_entropy op.
+static OpRow autocast_head_row() {
+  return {"autocast language-model head + cross_entropy", {}, [](at::ScalarType d) {
+            at::Tensor targets = labels({6}, 7);
+            targets.index_put_({torch::tensor({4})}, -100);
+            return std::vector<at::Tensor>{rn({2, 3, 5}, d), rn({7, 5}, d), targets};
+          },
+          [](const std::vector<at::Tensor>& x) {
+            at::Tensor logits;
+            {
+              AutocastScope autocast(c10::DeviceType::CPU, true, at::kBFloat16);
+              logits = F::linear(x[0], x[1]);
+            }
+            return F::cross_entropy(logits.reshape({-1, 7}).to(torch::kFloat), x[2], F::CrossEntropyFuncOptions().label_smoothing(0.1));
+          },
+          1e-5, {}, "linear_cross_entropy"};
+}
+
 TEST_CASE("bf16 autocast: the casts it inserts import, and a linear layer matches eager within 2e-2", "[numerics][compile]") {
   check_row(autocast_linear_row(), torch::kFloat, 2e-2);
+  check_row(autocast_head_row(), torch::kFloat, 2e-2);
 }
 
 TEST_CASE("bf16 autocast under inductor: a linear layer matches eager within 2e-2", "[numerics][inductor]") {
   check_row(autocast_linear_row(), torch::kFloat, 2e-2, true);
+  check_row(autocast_head_row(), torch::kFloat, 2e-2, true);
 }

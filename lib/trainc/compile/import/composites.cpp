@@ -217,13 +217,21 @@ std::optional<LinearLogits> linear_logits(ImportContext& c, ValueId logits) {
   const ir::Node& product = g.node(v);
   if (product.op != Op::matmul || compute_dtype(product.type.dtype) != wanted) return std::nullopt;
   const ValueId x = product.inputs[0];
-  const ir::Node& transposed = g.node(product.inputs[1]);
-  if (c.type(x).rank() < 2 || transposed.op != Op::permute || transposed.attrs.ints != std::vector<int64_t>{1, 0}) return std::nullopt;
+  // The weight transposed, cast (autocast traces linear as t, to, matmul) or not.
+  ValueId transposed = product.inputs[1];
+  std::optional<DType> cast_to;
+  if (g.node(transposed).op == Op::cast) {
+    cast_to = g.node(transposed).type.dtype;
+    transposed = g.node(transposed).inputs[0];
+  }
+  const ir::Node& permute = g.node(transposed);
+  if (c.type(x).rank() < 2 || permute.op != Op::permute || permute.attrs.ints != std::vector<int64_t>{1, 0}) return std::nullopt;
   // The loss reads [N, V]: the product's rows, flattened.
   const std::vector<int64_t> shape = c.type(logits).shape;
   if (shape.size() != 2 || shape[1] != product.type.shape.back() || c.type(logits).numel() != product.type.numel()) return std::nullopt;
-  const ValueId weight = transposed.inputs[0];  // read before adding nodes: that moves them
-  return LinearLogits{c.reshape(x, {shape[0], c.type(x).shape.back()}), weight};
+  const ValueId weight = permute.inputs[0];  // read before adding nodes: that moves them
+  const ValueId rows = c.reshape(x, {shape[0], c.type(x).shape.back()});
+  return LinearLogits{rows, cast_to ? c.cast(weight, *cast_to) : weight};
 }
 
 // Each row's loss, masked where its target is ignore_index, then reduced.
