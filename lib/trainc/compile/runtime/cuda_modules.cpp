@@ -105,9 +105,13 @@ CudaModule::~CudaModule() {
 void CudaModule::launch(std::size_t index, int64_t grid, int block, void* const* arguments, std::size_t count) const {
   std::vector<void*> parameters(count);
   for (std::size_t i = 0; i < count; ++i) parameters[i] = const_cast<void**>(&arguments[i]);
+  launch_with(index, grid, block, parameters.data());
+}
+
+void CudaModule::launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses) const {
   const CUstream stream = c10::cuda::getCurrentCUDAStream().stream();
   check_driver(cuLaunchKernel(static_cast<CUfunction>(functions_.at(index)), static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(block),
-                              1, 1, 0, stream, parameters.data(), nullptr),
+                              1, 1, 0, stream, parameter_addresses, nullptr),
                "launching a generated CUDA kernel");
 }
 
@@ -156,6 +160,10 @@ CudaModule::~CudaModule() = default;
 
 void CudaModule::launch(std::size_t, int64_t, int, void* const*, std::size_t) const {
   throw std::logic_error("CudaModule::launch: this build of trainc has no CUDA");
+}
+
+void CudaModule::launch_with(std::size_t, int64_t, int, void**) const {
+  throw std::logic_error("CudaModule::launch_with: this build of trainc has no CUDA");
 }
 
 std::vector<CudaModuleBuild> build_cuda_modules(const std::vector<CudaSource>&, const CompilerSettings&) {

@@ -28,6 +28,9 @@ class CudaModule {
   // Launches function `index` (in the order its symbol was asked for) on the current CUDA stream;
   // `arguments` holds the kernel's pointer parameters in order.
   void launch(std::size_t index, int64_t grid, int block, void* const* arguments, std::size_t count) const;
+  // The same with the addresses of the kernel's parameters, whatever their types (cuLaunchKernel's
+  // convention).
+  void launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses) const;
 
  private:
   void* module_;

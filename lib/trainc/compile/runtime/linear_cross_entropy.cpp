@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trainc/compile/runtime/cross_entropy_rows.h"
+
 namespace trainc {
 namespace {
 
@@ -25,6 +27,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, c
                                 at::ScalarType loss_dtype, int64_t chunk_elements) {
   const int64_t rows = x.size(0), vocabulary = weight.size(0);
   const at::Tensor logits = at::mm(x, padded_weight(weight).t()).narrow(1, 0, vocabulary);
+  if (cross_entropy_rows_supported(logits, loss_dtype)) return cross_entropy_rows_forward(logits, targets, smoothing);
   const at::Tensor safe_targets = targets.clamp(0, vocabulary - 1).unsqueeze(1);
   at::Tensor loss = at::empty({rows}, x.options().dtype(loss_dtype));
   const int64_t step = chunk_rows(vocabulary, chunk_elements);
@@ -46,16 +49,21 @@ at::Tensor linear_cross_entropy_grad(const at::Tensor& x, const at::Tensor& weig
   // times the row's grad, rounded to x's dtype as eager's cast back from float32 rounds it. The
   // padding columns stay 0.
   at::Tensor logits = at::mm(x, padded.t());
-  const at::Tensor safe_targets = targets.clamp(0, vocabulary - 1).unsqueeze(1);
-  const int64_t step = chunk_rows(vocabulary, chunk_elements);
-  for (int64_t start = 0; start < rows; start += step) {
-    const int64_t n = std::min(step, rows - start);
-    at::Tensor z = logits.narrow(0, start, n).narrow(1, 0, vocabulary);
-    at::Tensor g = at::softmax(z, 1, grad.scalar_type());
-    g.scatter_add_(1, safe_targets.narrow(0, start, n), at::full({n, 1}, -(1.0 - smoothing), g.options()));
-    if (smoothing > 0.0) g.sub_(smoothing / static_cast<double>(vocabulary));
-    g.mul_(grad.narrow(0, start, n).unsqueeze(1));
-    z.copy_(g);
+  at::Tensor valid_logits = logits.narrow(1, 0, vocabulary);
+  if (cross_entropy_rows_supported(valid_logits, grad.scalar_type())) {
+    cross_entropy_rows_backward(valid_logits, targets, grad, smoothing);
+  } else {
+    const at::Tensor safe_targets = targets.clamp(0, vocabulary - 1).unsqueeze(1);
+    const int64_t step = chunk_rows(vocabulary, chunk_elements);
+    for (int64_t start = 0; start < rows; start += step) {
+      const int64_t n = std::min(step, rows - start);
+      at::Tensor z = valid_logits.narrow(0, start, n);
+      at::Tensor g = at::softmax(z, 1, grad.scalar_type());
+      g.scatter_add_(1, safe_targets.narrow(0, start, n), at::full({n, 1}, -(1.0 - smoothing), g.options()));
+      if (smoothing > 0.0) g.sub_(smoothing / static_cast<double>(vocabulary));
+      g.mul_(grad.narrow(0, start, n).unsqueeze(1));
+      z.copy_(g);
+    }
   }
   at::Tensor result = at::empty({rows * width + vocabulary * width}, x.options());
   at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});

@@ -3,7 +3,8 @@
 // A language model's head and its loss in one op: the cross-entropy of each row of
 // logits = x @ weight^T against its target, and the gradients of x and the weight, without the
 // float32 logits of every row at once. The logits are made in x's dtype (bf16 under autocast, as
-// the eager linear layer makes them); each chunk of rows is then raised to the loss's dtype
+// the eager linear layer makes them). bf16 logits on a GPU go through one-pass CUDA kernels
+// (runtime/cross_entropy_rows); otherwise each chunk of rows is raised to the loss's dtype
 // (float32) for the log-sum-exp, about 512 MB at a time, instead of a float32 copy of all of them.
 // On a GPU, the vocabulary is padded with zero rows of the weight to a multiple of 64, so every
 // GEMM has aligned leading dimensions (50,257 columns of bf16 send cuBLAS to kernels for

@@ -1,0 +1,28 @@
+// defines: cross_entropy_rows_supported, cross_entropy_rows_forward, cross_entropy_rows_backward
+//
+// The cross-entropy of bf16 logits on a GPU, one row per thread block, in one pass over the row
+// (forward) or two (backward), with no float32 copy of the logits: the part of
+// runtime/linear_cross_entropy between its GEMMs. Each thread keeps a running maximum and a sum of
+// exponentials rescaled as the maximum grows (online softmax), the block merges them, and
+// lse = max + log(sum). The backward then overwrites each logit with its gradient,
+// (exp(z - lse) - s / V - (1 - s) [j == target]) * grad, rounded to bf16 as eager's cast back from
+// float32 rounds it. The kernels are CUDA source compiled once per process with NVRTC through the
+// kernel cache (runtime/cuda_modules).
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace trainc {
+
+// Whether these kernels take logits like `logits` with a loss of `loss_dtype` (CUDA, bf16 logits,
+// float32 loss, rows of unit stride).
+bool cross_entropy_rows_supported(const at::Tensor& logits, at::ScalarType loss_dtype);
+
+// logits [N, V] (a view with any row stride), targets i64 [N] -> float32 [N]: each row's loss with
+// label smoothing s (a target outside [0, V) reads no logit).
+at::Tensor cross_entropy_rows_forward(const at::Tensor& logits, const at::Tensor& targets, double smoothing);
+
+// Overwrites logits [N, V] with the gradient of sum(loss * grad), grad float32 [N].
+void cross_entropy_rows_backward(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& grad, double smoothing);
+
+}  // namespace trainc

@@ -1,0 +1,43 @@
+// The one-pass cross-entropy kernels (runtime/cross_entropy_rows) against ATen on the GPU: bf16
+// logits of GPT-2's vocabulary (odd, so rows are not 16-byte aligned multiples) with a padded row
+// stride, as linear_cross_entropy gives them, some targets ignored (-100), with and without label
+// smoothing. Forward: each row's loss within 1e-5 of ATen's float32 cross-entropy (relative to the
+// largest); backward: the bf16 gradient within 1e-2 of ATen's float32 gradient rounded to bf16
+// (a bf16 ulp is 2^-8 = 0.4%; sums in another order move a value across a rounding boundary).
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include "support/numerics.h"
+#include "trainc/compile/runtime/cross_entropy_rows.h"
+
+using namespace trainc;
+using trainc::test::relative_error;
+
+TEST_CASE("one-pass cross-entropy kernels match ATen on bf16 logits", "[inductor][cuda]") {
+  const int64_t rows = 300, vocabulary = 50257, stride = 50304;
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  for (const double smoothing : {0.0, 0.1}) {
+    INFO("label smoothing " << smoothing);
+    const at::Tensor storage = (torch::randn({rows, stride}, cuda) * 3).to(torch::kBFloat16);
+    at::Tensor logits = storage.narrow(1, 0, vocabulary);
+    at::Tensor targets = torch::randint(0, vocabulary, {rows}, cuda.dtype(torch::kLong));
+    targets.index_put_({torch::tensor({3, 77}, cuda.dtype(torch::kLong))}, -100);
+    const at::Tensor valid = targets != -100;
+    REQUIRE(cross_entropy_rows_supported(logits, torch::kFloat));
+
+    const at::Tensor expected_loss = at::cross_entropy_loss(logits.to(torch::kFloat), targets, {}, at::Reduction::None, -100, smoothing);
+    const at::Tensor loss = cross_entropy_rows_forward(logits, targets, smoothing);
+    CHECK(relative_error(loss.masked_select(valid), expected_loss.masked_select(valid)) <= 1e-5);
+
+    const at::Tensor grad = torch::randn({rows}, cuda) * valid;
+    const at::Tensor reference = logits.to(torch::kFloat).requires_grad_(true);
+    (at::cross_entropy_loss(reference, targets, {}, at::Reduction::None, -100, smoothing) * grad).sum().backward();
+    const at::Tensor expected_grad = reference.grad().to(torch::kBFloat16);
+    const at::Tensor padding_before = storage.narrow(1, vocabulary, stride - vocabulary).clone();
+    cross_entropy_rows_backward(logits, targets, grad, smoothing);
+    CHECK(relative_error(logits.to(torch::kDouble), expected_grad.to(torch::kDouble)) <= 1e-2);
+    // The padding beyond the vocabulary is left as it was.
+    CHECK(torch::equal(storage.narrow(1, vocabulary, stride - vocabulary), padding_before));
+  }
+}
