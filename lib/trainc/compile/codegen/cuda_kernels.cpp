@@ -217,6 +217,8 @@ class CudaKernelRenderer : KernelLayout {
 
 }  // namespace
 
+const char* cuda_prelude() { return kPrelude; }
+
 RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule) {
   RenderedProgram program;
   program.prelude = kPrelude;

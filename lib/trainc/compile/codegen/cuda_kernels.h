@@ -1,4 +1,4 @@
-// defines: render_cuda_kernels
+// defines: render_cuda_kernels, cuda_prelude
 //
 // The CUDA renderer: one `extern "C" __global__` function per fused kernel of a schedule, the
 // same kernels the CPU renderer emits (the scheduler is shared; see kernel_layout), compiled at
@@ -21,5 +21,9 @@
 namespace trainc::codegen {
 
 RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule);
+
+// What every generated CUDA source starts with (fixed-width types, math and bf16 helpers, block
+// reductions); hand-written kernels compiled through NVRTC use it too.
+const char* cuda_prelude();
 
 }  // namespace trainc::codegen

@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/runtime/cuda_modules.h"
 
 namespace trainc {
@@ -9,18 +10,9 @@ namespace {
 
 constexpr int kBlock = 1024;
 
-constexpr const char* kSource = R"(// trainc: cross-entropy over rows of bf16 logits.
-typedef long long int64_t;
-typedef unsigned int uint32_t;
-typedef unsigned short uint16_t;
-
-static __device__ __forceinline__ float bf16_load(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
-static __device__ __forceinline__ uint16_t bf16_store(float f) {
-  if (f != f) return 0x7fc0;
-  const uint32_t bits = __float_as_uint(f);
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
+// After the generated kernels' prelude (types, k_bf16_load, k_bf16_store).
+constexpr const char* kKernels = R"(
+// trainc: cross-entropy over rows of bf16 logits.
 // (m, s) is a maximum and the sum of exp(z - m) over the values seen; merged with another such pair.
 static __device__ __forceinline__ void merge(float& m, float& s, float other_m, float other_s) {
   const float negative_infinity = __int_as_float(0xff800000);
@@ -43,7 +35,7 @@ static __device__ void row_statistics(const uint16_t* __restrict__ z, int vocabu
   const float negative_infinity = __int_as_float(0xff800000);
   float m = negative_infinity, s = 0.0f, t = 0.0f;
   for (int j = threadIdx.x; j < vocabulary; j += blockDim.x) {
-    const float v = bf16_load(z[j]);
+    const float v = k_bf16_load(z[j]);
     merge(m, s, v, 1.0f);
     if (with_sum) t += v;
   }
@@ -78,7 +70,7 @@ extern "C" __global__ void __launch_bounds__(1024) trainc_cross_entropy_forward(
   else row_statistics<false>(z, vocabulary, lse, total);
   if (threadIdx.x == 0) {
     const int64_t target = targets[row];
-    const float picked = target >= 0 && target < vocabulary ? bf16_load(z[target]) : 0.0f;
+    const float picked = target >= 0 && target < vocabulary ? k_bf16_load(z[target]) : 0.0f;
     loss[row] = lse - (1.0f - smoothing) * picked - (smoothing / vocabulary) * total;
   }
 }
@@ -92,8 +84,8 @@ extern "C" __global__ void __launch_bounds__(1024) trainc_cross_entropy_backward
   const int64_t target = targets[row];
   const float g = grad[row], uniform = smoothing / vocabulary;
   for (int j = threadIdx.x; j < vocabulary; j += blockDim.x) {
-    const float p = expf(bf16_load(z[j]) - lse);
-    z[j] = bf16_store((p - uniform - (j == target ? 1.0f - smoothing : 0.0f)) * g);
+    const float p = expf(k_bf16_load(z[j]) - lse);
+    z[j] = k_bf16_store((p - uniform - (j == target ? 1.0f - smoothing : 0.0f)) * g);
   }
 }
 )";
@@ -102,7 +94,8 @@ const CudaModule& module() {
   static std::once_flag once;
   static std::shared_ptr<CudaModule> built;
   std::call_once(once, [] {
-    built = build_cuda_modules({{kSource, {"trainc_cross_entropy_forward", "trainc_cross_entropy_backward"}}},
+    const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
+    built = build_cuda_modules({{source, {"trainc_cross_entropy_forward", "trainc_cross_entropy_backward"}}},
                                compiler_settings_from_environment())
                 .front()
                 .module;
