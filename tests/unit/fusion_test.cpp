@@ -334,4 +334,14 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
   CHECK(exp_kernel.block == 256);
   CHECK(exp_kernel.grid == 4);
   CHECK_THAT(exp_kernel.source, Contains("for (int e = blockIdx.x * 256 + threadIdx.x; e < 1000; e += gridDim.x * 256)"));
+  // 32-bit indices only while a loop counter one grid-stride step (65536 blocks of 256) past the
+  // last element still fits.
+  const auto exp_over = [](int64_t n) {
+    Graph graph;
+    graph.mark_output(graph.add(Op::exp, {graph.add_input("x", f32({n}))}));
+    return codegen::render_cuda_kernels(graph, schedule_kernels(graph)).kernels[0].source;
+  };
+  const int64_t two_to_31 = int64_t{1} << 31, stride = 65536 * 256;
+  CHECK_THAT(exp_over(two_to_31 - stride - 1), Contains("for (int e = "));
+  CHECK_THAT(exp_over(two_to_31 - stride), Contains("for (int64_t e = "));
 }

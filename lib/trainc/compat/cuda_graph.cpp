@@ -6,6 +6,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
 #endif
 
@@ -17,6 +18,8 @@ std::optional<int> cuda_compute_capability(c10::Device device) {
   if (!device.is_cuda()) return std::nullopt;
   return at::cuda::getDeviceProperties(device.index() < 0 ? 0 : device.index())->major;
 }
+
+bool cuda_stream_capturing() { return c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None; }
 
 struct CudaGraph::Impl {
   explicit Impl(c10::Device device)
@@ -68,6 +71,8 @@ void CudaGraph::replay() { impl_->graph.replay(); }
 #else
 
 std::optional<int> cuda_compute_capability(c10::Device) { return std::nullopt; }
+
+bool cuda_stream_capturing() { return false; }
 
 struct CudaGraph::Impl {};
 

@@ -1,4 +1,4 @@
-// defines: CudaGraph, cuda_compute_capability
+// defines: CudaGraph, cuda_compute_capability, cuda_stream_capturing
 //
 // CUDA graph capture and replay (at::cuda::CUDAGraph) behind a header that builds without CUDA.
 // On a CPU-only LibTorch (Debian's 1.13) constructing a CudaGraph throws; nothing constructs one
@@ -15,6 +15,9 @@ namespace trainc {
 
 // The major compute capability of a CUDA device (8: Ampere, 9: Hopper); empty without CUDA.
 std::optional<int> cuda_compute_capability(c10::Device device);
+
+// Whether the current CUDA stream is being captured into a graph (false without CUDA).
+bool cuda_stream_capturing();
 
 // One graph and the side stream it is warmed up and captured on (capture needs a stream other
 // than the default one). Work on the side stream starts after everything already queued on the

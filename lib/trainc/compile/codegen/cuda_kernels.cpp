@@ -94,7 +94,9 @@ class CudaKernelRenderer : KernelLayout {
   RenderedKernel render() {
     RenderedKernel result;
     result.symbol = "trainc_kernel_" + std::to_string(index_);
-    index_type_ = index_extent() < (int64_t{1} << 31) ? "int" : "int64_t";
+    // 32-bit indices when every index fits, also one grid-stride step past the end (a loop
+    // counter steps by at most kMaxGrid blocks of kPointwiseBlock threads before its test).
+    index_type_ = index_extent() + kMaxGrid * kPointwiseBlock < (int64_t{1} << 31) ? "int" : "int64_t";
     const bool reduction = kernel_.has_reduction();
     result.block = reduction ? reduction_block(columns()) : kPointwiseBlock;
     const int64_t work = reduction ? rows() : (rows() * columns() + kPointwiseBlock - 1) / kPointwiseBlock;

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/cuda_graph.h"
 #include "trainc/compile/runtime/aten_executor.h"
 
 namespace trainc {
@@ -155,8 +156,9 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
       launcher_(k, pointers.data(), pointers.size());
     }
     if (profiling) {
-      // A GPU runs steps asynchronously: a copy to the host waits for this one to finish.
-      if (!device_.is_cpu()) at::empty({1}, at::TensorOptions().device(device_)).cpu();
+      // A GPU runs steps asynchronously: a copy to the host waits for this one to finish (not
+      // while a CUDA graph records the step: a capture cannot wait, and records no time anyway).
+      if (!device_.is_cpu() && !cuda_stream_capturing()) at::empty({1}, at::TensorOptions().device(device_)).cpu();
       step_seconds_[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     for (ir::ValueId id : release_[s]) values[static_cast<std::size_t>(id)].reset();
