@@ -9,6 +9,8 @@
 #          one synchronization every 10 steps
 #   small  the launch-bound case: 4 layers, 256 wide, 4 heads, block 256, batch 8 x 256 tokens,
 #          bf16; 501 steps, one synchronization every 50 steps
+#   loss   the gpt2 case for 200 steps, trainc eager and inductor: the largest relative difference
+#          of their logged losses (scripts/bench/compare_losses.py, within bf16's 2e-2)
 #   ddp    data-parallel scaling (needs 2 GPUs): the gpt2 case on 1 GPU and on 2 (batch 16 x 1024
 #          per GPU), trainc eager and cudagraphs against the PyTorch loop and the same loop under
 #          DistributedDataParallel started by torchrun
@@ -60,6 +62,8 @@ TOKENS[small]=$((8 * 256))
 TRAINC_FLAGS[ddp]=${TRAINC_FLAGS[gpt2]}
 PEER_FLAGS[ddp]=${PEER_FLAGS[gpt2]}
 TOKENS[ddp]=${TOKENS[gpt2]}
+TRAINC_FLAGS[loss]="--max-steps 200 --logging-steps 10"
+TOKENS[loss]=${TOKENS[gpt2]}
 GPUS=$(nvidia-smi --list-gpus 2>/dev/null | wc -l)
 
 trainc_run() {  # case, run name, extra flags; WORLD=N when the flags start N processes
@@ -102,6 +106,13 @@ peer_run() {  # case, script, peer name, mode; WORLD=N starts N processes with t
 
 rm -f "$OUT/results.jsonl"
 for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
+  if [[ $case == loss ]]; then
+    trainc_run loss eager
+    trainc_run loss inductor --torch-compile-backend inductor
+    python3 scripts/bench/compare_losses.py "$OUT/loss-eager/metrics.jsonl" "$OUT/loss-inductor/metrics.jsonl" |
+      tee "$OUT/loss-comparison.txt"
+    continue
+  fi
   if [[ $case == ddp ]]; then
     if [[ $GPUS -lt 2 ]]; then echo "ddp: this machine has $GPUS GPU; the data-parallel case needs 2"; continue; fi
     trainc_run ddp "eager x1"
@@ -135,6 +146,7 @@ echo
 cat "$OUT/gpu.txt"
 echo "tests: $test_summary"
 [[ -s "$OUT/cuda-test-figures.log" ]] && cat "$OUT/cuda-test-figures.log"
+[[ -s "$OUT/loss-comparison.txt" ]] && echo "trainc inductor against eager, $(cat "$OUT/loss-comparison.txt")"
 grep -h -A4 "^profile:" "$OUT"/*-pytorch-*.log 2>/dev/null
 for profile in "$OUT"/*-profile.txt; do [[ -s $profile ]] && { echo "trainc inductor profile ($(basename "$profile")):"; cat "$profile"; }; done
 [[ -s "$OUT/results.jsonl" ]] && python3 - "$OUT/results.jsonl" <<'PY'
