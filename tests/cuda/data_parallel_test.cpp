@@ -24,6 +24,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "support/posix_scratch_dir.h"
+
 using Catch::Matchers::Contains;
 
 namespace {
@@ -39,15 +41,8 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
-struct Scratch {
-  std::string path;
-  Scratch() {
-    char pattern[] = "/tmp/trainc-cuda-test-XXXXXX";
-    REQUIRE(mkdtemp(pattern) != nullptr);
-    path = pattern;
-  }
-  ~Scratch() { [[maybe_unused]] int ignored = std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
+struct Scratch : trainc::test::PosixScratchDir {
+  Scratch() : PosixScratchDir("trainc-cuda-test") {}
 };
 
 struct Run {

@@ -314,7 +314,7 @@ void Trainer::setup() {
   }
   if (args_.torch_compile) backend_ = select_backend(args_, device_.is_cuda() ? "cuda" : "cpu");
   if (backend_ && backend_->backend == "inductor") {
-    kernel_cache_directory(compiler_settings_from_environment(), device_.is_cuda() ? "cuda-kernels" : "cpu-kernels");
+    kernel_cache_directory(compiler_settings_from_environment(), device_.is_cuda() ? kCudaKernelsFolder : kCpuKernelsFolder);
   }
   ddp_backend_ = args_.ddp_backend.value_or(device_.is_cuda() ? "nccl" : "gloo");
   if (world_.distributed()) DataParallel::check_backend(ddp_backend_, device_);  // before loading anything

@@ -1,7 +1,6 @@
 #include "trainc/compile/codegen/cpp_kernels.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -73,17 +72,13 @@ class CppKernelRenderer : KernelLayout {
     std::ostringstream out;
     out << "\n// kernel " << index_ << ": " << describe() << "\n";
     out << "extern \"C\" void " << result.symbol << "(void* const* args) {\n";
-    int arg = 0;
-    for (ValueId base : bases_) {
-      out << "  const " << storage_type(graph_.type(base).dtype) << "* __restrict " << pointer(base) << " = static_cast<const "
-          << storage_type(graph_.type(base).dtype) << "*>(args[" << arg++ << "]);\n";
-      result.arguments.push_back(base);
-    }
-    result.reads = arg;
-    for (ValueId store : kernel_.stores) {
-      out << "  " << storage_type(graph_.type(store).dtype) << "* __restrict s" << store << " = static_cast<"
-          << storage_type(graph_.type(store).dtype) << "*>(args[" << arg++ << "]);\n";
-      result.arguments.push_back(store);
+    record_arguments(result);
+    for (std::size_t a = 0; a < result.arguments.size(); ++a) {
+      const ValueId value = result.arguments[a];
+      const bool read = static_cast<int>(a) < result.reads;
+      const std::string type = std::string(read ? "const " : "") + storage_type(graph_.type(value).dtype);
+      out << "  " << type << "* __restrict " << (read ? pointer(value) : "s" + std::to_string(value)) << " = static_cast<" << type
+          << "*>(args[" << a << "]);\n";
     }
     body(out);
     out << "}\n";
@@ -125,20 +120,13 @@ class CppKernelRenderer : KernelLayout {
       for (ValueId r : reductions) inputs.push_back(graph_.node(r).inputs[0]);
       std::string pragma = "#pragma omp simd";
       for (ValueId r : reductions) {
-        const ir::Node& node = graph_.node(r);
-        const bool sum = node.op == Op::sum;
-        const std::string t = compute_type(node.type.dtype);
-        out << indent << t << " acc" << r << " = " << (sum ? t + "(0)" : literal(-INFINITY, node.type.dtype)) << ";\n";
-        pragma += std::string(" reduction(") + (sum ? "+" : "max") + ":acc" + std::to_string(r) + ")";
+        out << indent << compute_type(graph_.type(r).dtype) << " acc" << r << " = " << identity(r) << ";\n";
+        pragma += std::string(" reduction(") + (graph_.node(r).op == Op::sum ? "+" : "max") + ":acc" + std::to_string(r) + ")";
       }
       open_columns(out, indent, pragma);
       const std::string inner = indent + std::string(2 * column_sizes_.size(), ' ');
       emit_elements(out, inner, element_closure(inputs));
-      for (ValueId r : reductions) {
-        const std::string x = read(operands_.at(r)[0], true);
-        if (graph_.node(r).op == Op::sum) out << inner << "acc" << r << " += " << x << ";\n";
-        else out << inner << "acc" << r << " = " << x << " > acc" << r << " ? " << x << " : acc" << r << ";\n";
-      }
+      for (ValueId r : reductions) out << inner << accumulate(r) << "\n";
       close_columns(out, indent);
       for (ValueId r : reductions) out << indent << "const " << compute_type(graph_.type(r).dtype) << " v" << r << " = acc" << r << ";\n";
       emit_row_values(s);

@@ -1,7 +1,6 @@
 #include "trainc/compile/codegen/cuda_kernels.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -101,10 +100,11 @@ class CudaKernelRenderer : KernelLayout {
     result.block = reduction ? reduction_block(columns()) : kPointwiseBlock;
     const int64_t work = reduction ? rows() : (rows() * columns() + kPointwiseBlock - 1) / kPointwiseBlock;
     result.grid = std::max<int64_t>(1, std::min(work, kMaxGrid));
+    record_arguments(result);
     std::ostringstream out;
     out << "\n// kernel " << index_ << ": " << describe() << "\n";
     out << "extern \"C\" __global__ void __launch_bounds__(" << result.block << ") " << result.symbol << "("
-        << parameters(result, "__restrict__") << ") {\n";
+        << parameters("__restrict__") << ") {\n";
     if (reduction) {
       reduction_body(out, result.block);
     } else {
@@ -175,16 +175,11 @@ class CudaKernelRenderer : KernelLayout {
       std::vector<ValueId> inputs;
       for (ValueId r : reductions) {
         inputs.push_back(graph_.node(r).inputs[0]);
-        const std::string type = compute_type(graph_.type(r).dtype);
-        out << indent << type << " acc" << r << " = " << identity(r) << ";\n";
+        out << indent << compute_type(graph_.type(r).dtype) << " acc" << r << " = " << identity(r) << ";\n";
       }
       open_columns();
       emit_elements(out, inner, element_closure(inputs));
-      for (ValueId r : reductions) {
-        const std::string x = read(operands_.at(r)[0], true);
-        if (graph_.node(r).op == Op::sum) out << inner << "acc" << r << " += " << x << ";\n";
-        else out << inner << "acc" << r << " = " << x << " > acc" << r << " ? " << x << " : acc" << r << ";\n";
-      }
+      for (ValueId r : reductions) out << inner << accumulate(r) << "\n";
       out << indent << "}\n";
       for (ValueId r : reductions) {
         out << indent << "const " << compute_type(graph_.type(r).dtype) << " v" << r << " = k_block_reduce<"
@@ -206,12 +201,6 @@ class CudaKernelRenderer : KernelLayout {
       out << indent << "}\n";
     }
     out << "  }\n";
-  }
-
-  std::string identity(ValueId reduction) const {
-    const ir::Node& node = graph_.node(reduction);
-    const std::string type = compute_type(node.type.dtype);
-    return node.op == Op::sum ? type + "(0)" : literal(-INFINITY, node.type.dtype);
   }
 
   std::string index_type_ = "int64_t";

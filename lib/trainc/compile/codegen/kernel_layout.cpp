@@ -380,19 +380,33 @@ std::vector<ValueId> KernelLayout::stores_of(KernelRole wanted) const {
   return stores;
 }
 
-std::string KernelLayout::parameters(RenderedKernel& kernel, const std::string& restrict_keyword) const {
+std::string KernelLayout::identity(ValueId reduction) const {
+  const ir::Node& node = graph_.node(reduction);
+  return node.op == Op::sum ? std::string(compute_type(node.type.dtype)) + "(0)" : literal(-INFINITY, node.type.dtype);
+}
+
+std::string KernelLayout::accumulate(ValueId reduction) const {
+  const std::string acc = "acc" + std::to_string(reduction), x = read(operands_.at(reduction)[0], true);
+  if (graph_.node(reduction).op == Op::sum) return acc + " += " + x + ";";
+  return acc + " = " + x + " > " + acc + " ? " + x + " : " + acc + ";";
+}
+
+void KernelLayout::record_arguments(RenderedKernel& kernel) const {
+  kernel.arguments = bases_;
+  kernel.reads = static_cast<int>(bases_.size());
+  kernel.arguments.insert(kernel.arguments.end(), kernel_.stores.begin(), kernel_.stores.end());
+}
+
+std::string KernelLayout::parameters(const std::string& restrict_keyword) const {
   std::ostringstream out;
   std::string separator;
   for (ValueId base : bases_) {
     out << separator << "const " << storage_type(graph_.type(base).dtype) << "* " << restrict_keyword << " " << pointer(base);
     separator = ", ";
-    kernel.arguments.push_back(base);
   }
-  kernel.reads = static_cast<int>(kernel.arguments.size());
   for (ValueId store : kernel_.stores) {
     out << separator << storage_type(graph_.type(store).dtype) << "* " << restrict_keyword << " s" << store;
     separator = ", ";
-    kernel.arguments.push_back(store);
   }
   return out.str();
 }

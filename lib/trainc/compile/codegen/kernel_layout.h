@@ -85,8 +85,15 @@ class KernelLayout {
   std::vector<ir::ValueId> reductions_in_stage(const std::map<ir::ValueId, int>& stage, int s) const;
   void emit_row_values(std::ostream& out, const std::string& indent, const std::map<ir::ValueId, int>& stage, int s) const;
   std::vector<ir::ValueId> stores_of(KernelRole role) const;
-  // The parameters: each base read (const), then each store; records them in `kernel`.
-  std::string parameters(RenderedKernel& kernel, const std::string& restrict_keyword) const;
+  // A reduction's starting value (0 or -inf), and the statement adding the element its input reads
+  // in the column loop into acc<r>.
+  std::string identity(ir::ValueId reduction) const;
+  std::string accumulate(ir::ValueId reduction) const;
+  // The kernel's arguments, in the order both targets take them: each base read, then each store
+  // (RenderedKernel::arguments and ::reads).
+  void record_arguments(RenderedKernel& kernel) const;
+  // The parameter list of the arguments' pointers (CUDA's kernels take them as parameters).
+  std::string parameters(const std::string& restrict_keyword) const;
 
   const ir::Graph& graph_;
   const Schedule& schedule_;

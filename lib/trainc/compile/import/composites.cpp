@@ -169,6 +169,18 @@ Reduction reduction_arg(ImportContext& c, const jit::Value* value) {
   return static_cast<Reduction>(r);
 }
 
+// Each row's loss, masked where its target is ignore_index, then reduced.
+ValueId reduce_row_losses(ImportContext& c, ValueId losses, ValueId targets, Reduction reduction, int64_t ignore_index) {
+  const DType dtype = c.type(losses).dtype;
+  const ValueId valid = c.binary(Op::eq, c.binary(Op::eq, targets, c.scalar(static_cast<double>(ignore_index), DType::i64)),
+                                 c.scalar(0.0, DType::b8));
+  const ValueId loss = c.add(Op::where, {valid, losses, c.scalar(0.0, dtype)});
+  if (reduction == Reduction::none) return loss;
+  const ValueId total = c.sum(loss, {0}, false);
+  if (reduction == Reduction::sum) return total;
+  return c.binary(Op::div, total, c.sum(c.cast(valid, dtype), {0}, false));
+}
+
 // Negative log-likelihood of class-index targets over log-probabilities [N, C], with
 // ignore_index, and label smoothing when `smoothing` > 0 (cross_entropy's formula).
 ValueId class_nll(ImportContext& c, ValueId log_probs, ValueId targets, Reduction reduction, int64_t ignore_index,
@@ -182,22 +194,12 @@ ValueId class_nll(ImportContext& c, ValueId log_probs, ValueId targets, Reductio
   iota.dtype = DType::i64;
   const ValueId flat_targets = c.reshape(targets, {rows});
   const ValueId picked = c.binary(Op::eq, c.reshape(flat_targets, {rows, 1}), c.reshape(c.add(Op::iota, {}, iota), {1, classes}));
-  const ValueId zero = c.scalar(0.0, type.dtype);
-  const ValueId valid = c.binary(Op::eq, c.binary(Op::eq, flat_targets, c.scalar(static_cast<double>(ignore_index), DType::i64)),
-                                 c.scalar(0.0, DType::b8));
-  ValueId loss = c.add(Op::where, {valid, c.add(Op::neg, {c.sum(c.add(Op::where, {picked, log_probs, zero}), {1}, false)}), zero});
-  ValueId smooth = -1;
+  ValueId losses = c.add(Op::neg, {c.sum(c.add(Op::where, {picked, log_probs, c.scalar(0.0, type.dtype)}), {1}, false)});
   if (smoothing > 0.0) {
-    smooth = c.add(Op::where, {valid, c.add(Op::neg, {c.sum(log_probs, {1}, false)}), zero});
-    if (reduction == Reduction::none) return add(c, times(c, loss, 1.0 - smoothing), times(c, smooth, smoothing / static_cast<double>(classes)));
+    const ValueId smooth = c.add(Op::neg, {c.sum(log_probs, {1}, false)});
+    losses = add(c, times(c, losses, 1.0 - smoothing), times(c, smooth, smoothing / static_cast<double>(classes)));
   }
-  if (reduction == Reduction::none) return loss;
-  loss = c.sum(loss, {0}, false);
-  if (smoothing > 0.0) {
-    loss = add(c, times(c, loss, 1.0 - smoothing), times(c, c.sum(smooth, {0}, false), smoothing / static_cast<double>(classes)));
-  }
-  if (reduction == Reduction::sum) return loss;
-  return c.binary(Op::div, loss, c.sum(c.cast(valid, type.dtype), {0}, false));
+  return reduce_row_losses(c, losses, flat_targets, reduction, ignore_index);
 }
 
 // A linear layer's logits as cross_entropy reads them: `logits` made by reshapes and at most a
@@ -232,18 +234,6 @@ std::optional<LinearLogits> linear_logits(ImportContext& c, ValueId logits) {
   const ValueId weight = permute.inputs[0];  // read before adding nodes: that moves them
   const ValueId rows = c.reshape(x, {shape[0], c.type(x).shape.back()});
   return LinearLogits{rows, cast_to ? c.cast(weight, *cast_to) : weight};
-}
-
-// Each row's loss, masked where its target is ignore_index, then reduced.
-ValueId reduce_row_losses(ImportContext& c, ValueId losses, ValueId targets, Reduction reduction, int64_t ignore_index) {
-  const DType dtype = c.type(losses).dtype;
-  const ValueId valid = c.binary(Op::eq, c.binary(Op::eq, targets, c.scalar(static_cast<double>(ignore_index), DType::i64)),
-                                 c.scalar(0.0, DType::b8));
-  const ValueId loss = c.add(Op::where, {valid, losses, c.scalar(0.0, dtype)});
-  if (reduction == Reduction::none) return loss;
-  const ValueId total = c.sum(loss, {0}, false);
-  if (reduction == Reduction::sum) return total;
-  return c.binary(Op::div, total, c.sum(c.cast(valid, dtype), {0}, false));
 }
 
 // cross_entropy_loss(input, target, weight, reduction, ignore_index, label_smoothing).

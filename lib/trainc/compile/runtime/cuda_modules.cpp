@@ -116,7 +116,7 @@ void CudaModule::launch_with(std::size_t index, int64_t grid, int block, void** 
 }
 
 std::vector<CudaModuleBuild> build_cuda_modules(const std::vector<CudaSource>& sources, const CompilerSettings& settings) {
-  const std::string dir = kernel_cache_directory(settings, "cuda-kernels");
+  const std::string dir = kernel_cache_directory(settings, kCudaKernelsFolder);
   const std::string arch = architecture();
   std::vector<CudaModuleBuild> builds(sources.size());
   std::vector<std::string> cubins(sources.size());

@@ -26,9 +26,13 @@ struct CompilerSettings {
 
 CompilerSettings compiler_settings_from_environment();
 
-// The cache's folder for one kind of kernels (cpu-kernels, cuda-kernels), created if missing; a
-// UserError (exit 2) naming TRAINC_CACHE_DIR when it cannot be.
-std::string kernel_cache_directory(const CompilerSettings& settings, const std::string& kind = "cpu-kernels");
+// The cache's folders for each kind of kernels: CPU libraries, CUDA cubins.
+inline constexpr const char* kCpuKernelsFolder = "cpu-kernels";
+inline constexpr const char* kCudaKernelsFolder = "cuda-kernels";
+
+// The cache's folder for one kind of kernels, created if missing; a UserError (exit 2) naming
+// TRAINC_CACHE_DIR when it cannot be.
+std::string kernel_cache_directory(const CompilerSettings& settings, const std::string& kind = kCpuKernelsFolder);
 
 // A 64-bit content hash of `parts` (each part delimited), as 16 hex digits: a cache key.
 std::string content_hash(const std::vector<std::string>& parts);
