@@ -19,7 +19,9 @@
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
 # (Trainer, gpt2 case only: none default). TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
 # runs trainc inductor once more per case with TRAINC_PROFILE_KERNELS=1 and prints where its step
-# time goes (each step synchronized: slower, for the breakdown only).
+# time goes (each step synchronized: slower, for the breakdown only), then traces steps 11-13 of
+# each backend in TRAINC_GPU_TRACE_BACKENDS (default inductor; TRAINC_PROFILE_TRACE) and prints
+# their kernels' time per step, and profiles the PyTorch loop's kernels the same way (--profile).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/trainc-gpu}
@@ -96,6 +98,7 @@ peer_run() {  # case, script, peer name, mode; WORLD=N starts N processes with t
   step "$case: $peer $mode x$world"
   local profile="" launch=(python3)
   [[ $peer == pytorch ]] && profile=${PROFILE_FLAG[$case]:-}
+  [[ $peer == pytorch && ${TRAINC_GPU_PROFILE:-0} == 1 ]] && profile="--profile"
   [[ $world -gt 1 ]] && launch=(torchrun --standalone --nproc-per-node "$world")
   # shellcheck disable=SC2086
   timeout 400 "${launch[@]}" "scripts/bench/$script" --compile "$mode" ${PEER_FLAGS[$case]} $profile 2> "$OUT/$case-$peer-$mode-x$world.log" |
@@ -135,6 +138,15 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
     TRAINC_PROFILE_KERNELS=1 timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-profile" \
       ${TRAINC_FLAGS[$case]} --torch-compile-backend inductor > "$OUT/$case-profile.log" 2>&1
     grep -A25 "^profile:" "$OUT/$case-profile.log" | cut -c1-200 > "$OUT/$case-profile.txt"
+    for run in ${TRAINC_GPU_TRACE_BACKENDS:-inductor}; do
+      step "$case: trainc $run, traced"
+      mkdir -p "$OUT/traces"
+      # shellcheck disable=SC2086
+      TRAINC_PROFILE_TRACE="$OUT/traces/$case-$run.json" TRAINC_PROFILE_TRACE_STEPS=11:3 timeout 300 build-gpu/trainc \
+        --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-trace-$run" ${TRAINC_FLAGS[$case]} \
+        --torch-compile-backend "$run" > "$OUT/$case-trace-$run.log" 2>&1 &&
+        python3 scripts/bench/trace_summary.py "$OUT/traces/$case-$run.json" 3 > "$OUT/$case-trace-$run.txt" 2>&1
+    done
   fi
   for mode in ${TRAINC_GPU_PEER_MODES:-none default reduce-overhead}; do peer_run "$case" pytorch_gpt2.py pytorch "$mode"; done
   if [[ $case == gpt2 ]]; then
@@ -149,6 +161,7 @@ echo "tests: $test_summary"
 [[ -s "$OUT/loss-comparison.txt" ]] && echo "trainc inductor against eager, $(cat "$OUT/loss-comparison.txt")"
 grep -h -A4 "^profile:" "$OUT"/*-pytorch-*.log 2>/dev/null
 for profile in "$OUT"/*-profile.txt; do [[ -s $profile ]] && { echo "trainc inductor profile ($(basename "$profile")):"; cat "$profile"; }; done
+for trace in "$OUT"/*-trace-*.txt; do [[ -s $trace ]] && { echo "trainc trace ($(basename "$trace")):"; cat "$trace"; }; done
 [[ -s "$OUT/results.jsonl" ]] && python3 - "$OUT/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

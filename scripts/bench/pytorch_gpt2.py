@@ -89,7 +89,7 @@ def profile(step, batch, steps=5):
     kernels = sorted(((getattr(e, attribute), e.count, e.key) for e in events if getattr(e, attribute) > 0), reverse=True)
     total = sum(t for t, _, _ in kernels) / steps / 1000
     print(f"profile: {total:.3f} ms of GPU kernels per step; largest per step:", file=sys.stderr)
-    for time_us, count, name in kernels[:12]:
+    for time_us, count, name in kernels[:25]:
         print(f"  {time_us / steps / 1000:8.3f} ms  {count // steps:4d}x  {name[:110]}", file=sys.stderr)
 
 

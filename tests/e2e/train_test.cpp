@@ -215,3 +215,29 @@ TEST_CASE("a terminal gets a progress bar with ETA, a pipe gets plain lines", "[
   const CommandResult disabled = run_command("script -qec '" + command + " --disable-tqdm' /dev/null");
   CHECK_THAT(disabled.out, !Contains("ETA"));
 }
+
+TEST_CASE("TRAINC_PROFILE_TRACE saves a trace of the steps asked for, or says why it cannot", "[e2e][train]") {
+  ScratchDir dir;
+  const std::string run = "--config " + synthetic_config(dir) + " --max-steps 4 --output-dir ";
+
+  const CommandResult malformed = run_command("TRAINC_PROFILE_TRACE=" + dir.file("t.json") + " TRAINC_PROFILE_TRACE_STEPS=2- " +
+                                              TRAINC_BINARY + " " + run + dir.file("a"));
+  CHECK(malformed.exit_code == 2);
+  CHECK_THAT(malformed.err, Contains("TRAINC_PROFILE_TRACE_STEPS=2-: expected <first step>:<number of steps>"));
+
+  const CommandResult traced = run_command("TRAINC_PROFILE_TRACE=" + dir.file("t.json") + " TRAINC_PROFILE_TRACE_STEPS=2:2 " +
+                                           TRAINC_BINARY + " " + run + dir.file("b"));
+  if (traced.exit_code == 0) {
+    // The trace holds the ATen calls of the window's steps.
+    const nlohmann::json trace = nlohmann::json::parse(read_text(dir.file("t.json")));
+    int aten_calls = 0;
+    for (const auto& event : trace["traceEvents"]) aten_calls += event.value("name", "").find("aten::") == 0 ? 1 : 0;
+    CHECK(aten_calls > 0);
+  } else {
+    // A LibTorch built without Kineto cannot save traces: the run stops at start, saying so.
+    CHECK(traced.exit_code == 2);
+    CHECK_THAT(traced.err, Contains("TRAINC_PROFILE_TRACE=" + dir.file("t.json") + ": cannot save a profiler trace"));
+    CHECK_THAT(traced.err, Contains("Kineto"));
+    CHECK_FALSE(fs::exists(dir.file("b") + "/checkpoint-2"));
+  }
+}

@@ -474,6 +474,7 @@ int Trainer::train() {
   last_grad_norm_ = torch::zeros({}, on_device);
   last_log_time_ = std::chrono::steady_clock::now();
   InterruptWatch interrupts;
+  trace_ = KernelTrace::from_environment(device_);
   const int64_t accumulation = args_.gradient_accumulation_steps;
   int64_t epoch = state_.global_step / plan_.steps_per_epoch;
   int64_t step_in_epoch = state_.global_step % plan_.steps_per_epoch;
@@ -495,6 +496,7 @@ int Trainer::train() {
       int64_t samples = 0;  // over all ranks
       for (const Batch& batch : micro_batches) samples += batch.size() * world_.size;
       torch::Tensor loss, grad_norm;
+      if (trace_) trace_->before_step(state_.global_step + 1);
       run_step(micro_batches, loss, grad_norm);
       // Compile and capture times are reported on their own (compile_seconds, capture_seconds), not as step time.
       double setup_seconds = 0.0;
@@ -503,6 +505,7 @@ int Trainer::train() {
       last_log_time_ += std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(setup_seconds));
       ++state_.global_step;
       ++step_in_epoch;
+      if (trace_) trace_->after_step(state_.global_step);
       const torch::Tensor finite = torch::isfinite(loss);
       first_nonfinite_step_ = torch::where(first_nonfinite_step_.ge(0) | finite, first_nonfinite_step_,
                                            torch::full_like(first_nonfinite_step_, state_.global_step));

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "trainc/compat/kernel_trace.h"
 #include "trainc/compile/planner.h"
 #include "trainc/compile/runtime/step_graphs.h"
 #include "trainc/config/training_arguments.h"
@@ -88,6 +89,7 @@ class Trainer {
   std::optional<BackendChoice> backend_;
   std::unique_ptr<StepCompiler> compiler_;  // set when a compiling backend runs the steps
   std::unique_ptr<StepGraphs> step_graphs_;  // set when the steps run as CUDA graphs
+  std::unique_ptr<KernelTrace> trace_;       // set when TRAINC_PROFILE_TRACE asks for a profiler trace
   StepPlan plan_;
   LrSchedule schedule_;
   TrainerState state_;
