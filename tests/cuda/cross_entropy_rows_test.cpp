@@ -1,6 +1,8 @@
 // The one-pass cross-entropy kernels (runtime/cross_entropy_rows) against ATen on the GPU: bf16
 // logits of GPT-2's vocabulary (odd, so rows are not 16-byte aligned multiples) with a padded row
-// stride, as linear_cross_entropy gives them, some targets ignored (-100), with and without label
+// stride, as linear_cross_entropy gives them (rows start 16-byte aligned: the kernels read 8
+// logits at a time), and the same one logit further on (misaligned: one at a time), some targets
+// ignored (-100), with and without label
 // smoothing, for large logits (a few words dominate each row) and small ones (every word's
 // probability near 1/V, so that the smoothing term s/V is a tenth of each gradient). Forward: each
 // row's loss within 1e-5 of ATen's float32 cross-entropy (relative to the largest); backward: each
@@ -12,7 +14,8 @@
 
 #include <torch/torch.h>
 
-#include <utility>
+#include <tuple>
+#include <vector>
 
 #include "support/numerics.h"
 #include "trainc/compile/runtime/cross_entropy_rows.h"
@@ -23,10 +26,12 @@ using trainc::test::relative_error;
 TEST_CASE("one-pass cross-entropy kernels match ATen on bf16 logits", "[inductor][cuda]") {
   const int64_t rows = 300, vocabulary = 50257, stride = 50304;
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
-  for (const auto& [smoothing, scale] : {std::pair{0.0, 3.0}, std::pair{0.1, 3.0}, std::pair{0.1, 0.1}}) {
-    INFO("label smoothing " << smoothing << ", logits of scale " << scale);
+  const std::vector<std::tuple<int64_t, double, double>> cases = {{0, 0.0, 3.0}, {0, 0.1, 3.0}, {0, 0.1, 0.1},
+                                                                   {1, 0.0, 3.0}, {1, 0.1, 3.0}, {1, 0.1, 0.1}};
+  for (const auto& [offset, smoothing, scale] : cases) {
+    INFO("rows starting at element " << offset << ", label smoothing " << smoothing << ", logits of scale " << scale);
     const at::Tensor storage = (torch::randn({rows, stride}, cuda) * scale).to(torch::kBFloat16);
-    at::Tensor logits = storage.narrow(1, 0, vocabulary);
+    at::Tensor logits = storage.narrow(1, offset, vocabulary);
     at::Tensor targets = torch::randint(0, vocabulary, {rows}, cuda.dtype(torch::kLong));
     targets.index_put_({torch::tensor({3, 77}, cuda.dtype(torch::kLong))}, -100);
     const at::Tensor valid = targets != -100;
@@ -40,13 +45,15 @@ TEST_CASE("one-pass cross-entropy kernels match ATen on bf16 logits", "[inductor
     const at::Tensor reference = logits.to(torch::kFloat).requires_grad_(true);
     (at::cross_entropy_loss(reference, targets, {}, at::Reduction::None, -100, smoothing) * grad).sum().backward();
     const at::Tensor expected_grad = reference.grad().to(torch::kBFloat16);
-    const at::Tensor padding_before = storage.narrow(1, vocabulary, stride - vocabulary).clone();
+    const at::Tensor outside = at::cat({storage.narrow(1, 0, offset), storage.narrow(1, offset + vocabulary, stride - offset - vocabulary)}, 1);
+    const at::Tensor padding_before = outside.clone();
     cross_entropy_rows_backward(logits, targets, grad, smoothing);
     const at::Tensor got = logits.to(torch::kDouble), expected = expected_grad.to(torch::kDouble);
     const at::Tensor allowed = 1e-2 * expected.abs() + 1e-6 * grad.to(torch::kDouble).abs().unsqueeze(1);
     CHECK((got - expected).abs().le(allowed).all().item<bool>());
     CHECK(relative_error(got, expected) <= 1e-2);
-    // The padding beyond the vocabulary is left as it was.
-    CHECK(torch::equal(storage.narrow(1, vocabulary, stride - vocabulary), padding_before));
+    // The storage around the rows is left as it was.
+    CHECK(torch::equal(at::cat({storage.narrow(1, 0, offset), storage.narrow(1, offset + vocabulary, stride - offset - vocabulary)}, 1),
+                       padding_before));
   }
 }

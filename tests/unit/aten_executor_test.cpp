@@ -207,3 +207,37 @@ TEST_CASE("linear_cross_entropy in chunks of rows equals it in one", "[unit][ir]
   CHECK(torch::allclose(trainc::linear_cross_entropy_grad(x, w, targets, grad, 0.1, three_rows),
                         trainc::linear_cross_entropy_grad(x, w, targets, grad, 0.1, whole), 1e-12, 1e-12));
 }
+
+TEST_CASE("a concatenation of adjacent views is a view of their buffer; attention's gradients lie side by side", "[unit][ir][aten]") {
+  const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  const at::Tensor buffer = torch::randn({2, 4, 6}, f64);
+  const std::vector<at::Tensor> parts = {buffer.narrow(2, 0, 2), buffer.narrow(2, 2, 3), buffer.narrow(2, 5, 1)};
+  Node concat;
+  concat.op = Op::concat;
+  concat.attrs.ints = {-1};
+  const at::Tensor joined = execute_node(concat, parts, at::kCPU);
+  CHECK(torch::equal(joined, buffer));
+  CHECK(joined.data_ptr() == buffer.data_ptr());
+  // Out of order, or from different buffers: copied, as at::cat.
+  const std::vector<at::Tensor> swapped = {parts[1], parts[0], parts[2]};
+  const at::Tensor copied = execute_node(concat, swapped, at::kCPU);
+  CHECK(torch::equal(copied, at::cat(swapped, -1)));
+  CHECK_FALSE(copied.storage().is_alias_of(buffer.storage()));
+  const std::vector<at::Tensor> apart = {torch::randn({2, 4, 1}, f64), torch::randn({2, 4, 2}, f64)};
+  CHECK(torch::equal(execute_node(concat, apart, at::kCPU), at::cat(apart, -1)));
+
+  // attention_grad's [3, B, H, T, D] lies in memory as [B, T, 3, H, D]: dq, dk and dv, each turned
+  // back to [B, T, H * D], concatenate into the buffer without a copy.
+  const int64_t b = 2, h = 3, t = 4, d = 5;
+  Node grad;
+  grad.op = Op::attention_grad;
+  grad.attrs.causal = true;
+  const at::Tensor stacked = execute_node(grad, {torch::randn({b, h, t, d}, f64), torch::randn({b, h, t, d}, f64),
+                                                 torch::randn({b, h, t, d}, f64), torch::randn({b, h, t, d}, f64)}, at::kCPU);
+  CHECK(stacked.permute({1, 3, 0, 2, 4}).is_contiguous());
+  std::vector<at::Tensor> projections;
+  for (int64_t i = 0; i < 3; ++i) projections.push_back(stacked.select(0, i).permute({0, 2, 1, 3}).reshape({b, t, h * d}));
+  const at::Tensor qkv = execute_node(concat, projections, at::kCPU);
+  CHECK(qkv.data_ptr() == stacked.data_ptr());
+  CHECK(torch::equal(qkv.reshape({b, t, 3, h, d}).permute({2, 0, 3, 1, 4}), stacked));
+}

@@ -79,6 +79,29 @@ TEST_CASE("matmul stays an ATen call; the bias and activation after it fuse", "[
   CHECK(steps_of(g, s) == std::vector<std::string>{"aten:matmul", "add relu"});
 }
 
+TEST_CASE("a cast into bf16 joins the kernel of the value it casts; of a parameter or a view, it stays ATen's", "[unit][fusion]") {
+  //   x ──exp──cast(bf16)──> out           (an activation under autocast: one kernel, exp never stored)
+  //   w ──cast(bf16)──> w16                (a weight for a GEMM: ATen keeps its strides)
+  //   x ──exp──permute──cast(bf16)──> t16  (a view: ATen keeps the view's strides too)
+  Graph g;
+  const ValueId x = g.add_input("x", f32({4, 8}));
+  const ValueId w = g.add_input("w", f32({8, 4}));
+  Attributes to_bf16;
+  to_bf16.dtype = DType::bf16;
+  const ValueId activation = g.add(Op::cast, {g.add(Op::exp, {x})}, to_bf16);
+  g.mark_output(activation);
+  g.mark_output(g.add(Op::cast, {w}, to_bf16));
+  const Schedule s = schedule_kernels(g);
+  CHECK(steps_of(g, s) == std::vector<std::string>{"exp cast", "aten:cast"});
+  CHECK(s.kernels[0].stores == std::vector<ValueId>{activation});
+
+  Graph h;
+  const ValueId y = h.add_input("y", f32({4, 8}));
+  const ValueId e = h.add(Op::exp, {y});
+  h.mark_output(h.add(Op::cast, {h.add(Op::permute, {e}, ints({1, 0}))}, to_bf16));
+  CHECK(steps_of(h, schedule_kernels(h)) == std::vector<std::string>{"exp", "aten:cast"});
+}
+
 TEST_CASE("layer norm is one kernel: two row reductions and the pointwise ops around them", "[unit][fusion]") {
   //   x ──sum──div(D)──sub──mul──sum──div──add(eps)──rsqrt──mul──> out
   //   └────────────────┘              (rows of x: one value per row)  ┘

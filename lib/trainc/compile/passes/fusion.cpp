@@ -28,16 +28,21 @@ std::optional<int> trailing_split(const ir::Graph& graph, const ir::Node& node) 
 }
 
 // Generated kernels compute in float32, float64, int64 and bool, and read and write bf16. A cast
-// into bf16 (or float16) stays an ATen call: ATen keeps the source's strides, so a weight cast for
-// a GEMM reaches it transposed, as eager's does, while a kernel would store it contiguous, and the
-// bf16 GEMM then takes a path that rounds differently (twice the error on a small addmm, measured)
-// - enough to flip relu masks near zero and move a bf16 mlp's gradients far from eager's in about
-// one draw of inputs in eight. Float16 values stay with ATen.
+// into bf16 of a parameter or of a view stays an ATen call: ATen keeps the source's strides, so a
+// weight cast for a GEMM reaches it transposed, as eager's does, while a kernel would store it
+// contiguous, and the bf16 GEMM then takes a path that rounds differently (twice the error on a
+// small addmm, measured) - enough to flip relu masks near zero and move a bf16 mlp's gradients far
+// from eager's in about one draw of inputs in eight. A cast of a value a step computes (an
+// activation, a gradient) has the layout ATen would give it, so it joins the kernel that makes the
+// value, and the float32 original need not be stored at all. Float16 values stay with ATen.
 bool kernel_computes(const ir::Graph& graph, const ir::Node& node) {
   const bool op_ok = is_pointwise(node.op) || (ir::op_kind(node.op) == OpKind::kReduction && ir::is_floating(node.type.dtype) &&
                                                trailing_split(graph, node));
   if (!op_ok || node.type.dtype == ir::DType::f16) return false;
-  if (node.op == Op::cast && node.type.dtype == ir::DType::bf16) return false;
+  if (node.op == Op::cast && node.type.dtype == ir::DType::bf16) {
+    const ir::Node& source = graph.node(node.inputs[0]);
+    if (source.op == Op::input || ir::op_kind(source.op) == OpKind::kView) return false;
+  }
   return std::none_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) { return graph.type(in).dtype == ir::DType::f16; });
 }
 

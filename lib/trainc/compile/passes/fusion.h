@@ -7,8 +7,8 @@
 //   - a reduction over trailing dimensions fuses with the pointwise ops that feed it, with other
 //     reductions over the same rows (layer norm's mean and variance, softmax's max and sum), and
 //     with the pointwise ops that follow, at row level (one value per row) or element level;
-//   - extern ops, random draws, reductions over leading dimensions, casts into bf16 (fusion.cpp
-//     says why) and float16 values stay ATen calls; views, constants and iota are never steps of their own: kernels read them in place.
+//   - extern ops, random draws, reductions over leading dimensions, casts of parameters and views
+//     into bf16 (fusion.cpp says why) and float16 values stay ATen calls; views, constants and iota are never steps of their own: kernels read them in place.
 //   - a node joins a kernel only when all else it reads comes from steps older than the kernel, so
 //     steps run in the order they are made and never wait on each other in a cycle.
 // Example: y = relu(x @ w + b) becomes [ATen matmul] -> [kernel: add, relu].

@@ -26,13 +26,44 @@ at::Tensor attention(const Inputs& in, const Attributes& attrs) {
 }
 
 // dq, dk, dv stacked: the attention recomputed under autograd and differentiated, which on a GPU
-// runs the fused attention kernels' own backward.
+// runs the fused attention kernels' own backward. The stack [3, B, H, T, D] is laid out in memory
+// as [B, T, 3, H, D], the gradient of a fused q-k-v projection's output: each of dq, dk, dv turned
+// back to [B, T, H * D] is then a view, and their concatenation is the buffer itself (run_concat),
+// where a contiguous stack cost two more copies of every gradient.
 at::Tensor attention_grad(const Inputs& in, const Attributes& attrs) {
-  at::AutoGradMode enable_grad(true);
-  std::vector<at::Tensor> qkv;
-  for (std::size_t i = 0; i < 3; ++i) qkv.push_back(in[i].detach().requires_grad_(true));
-  const at::Tensor out = attention(qkv, attrs);
-  return at::stack(torch::autograd::grad({out}, qkv, {in[3]}));
+  std::vector<at::Tensor> grads;
+  {
+    at::AutoGradMode enable_grad(true);
+    std::vector<at::Tensor> qkv;
+    for (std::size_t i = 0; i < 3; ++i) qkv.push_back(in[i].detach().requires_grad_(true));
+    const at::Tensor out = attention(qkv, attrs);
+    grads = torch::autograd::grad({out}, qkv, {in[3]});
+  }
+  const at::IntArrayRef q = in[0].sizes();  // [B, H, T, D]
+  at::Tensor stacked = at::empty({q[0], q[2], 3, q[1], q[3]}, in[0].options()).permute({2, 0, 3, 1, 4});
+  for (int64_t i = 0; i < 3; ++i) stacked.select(0, i).copy_(grads[static_cast<std::size_t>(i)]);
+  return stacked;
+}
+
+// Concatenating views that already lie side by side in one buffer, in order, gives a view of that
+// buffer; otherwise the inputs are copied together.
+at::Tensor concat(const Inputs& in, int64_t dim) {
+  const at::Tensor& first = in.front();
+  if (dim < 0) dim += first.dim();
+  bool adjacent = first.has_storage();
+  int64_t size = first.size(dim);
+  for (std::size_t i = 1; i < in.size() && adjacent; ++i) {
+    const at::Tensor& previous = in[i - 1];
+    const at::Tensor& next = in[i];
+    adjacent = next.has_storage() && next.storage().is_alias_of(first.storage()) && next.scalar_type() == first.scalar_type() && next.strides() == first.strides() &&
+               next.storage_offset() == previous.storage_offset() + previous.size(dim) * previous.stride(dim);
+    for (int64_t d = 0; d < first.dim() && adjacent; ++d) adjacent = d == dim || next.size(d) == first.size(d);
+    size += next.size(dim);
+  }
+  if (!adjacent) return at::cat(in, dim);
+  std::vector<int64_t> sizes = first.sizes().vec();
+  sizes[static_cast<std::size_t>(dim)] = size;
+  return first.as_strided(sizes, first.strides(), first.storage_offset());
 }
 
 std::vector<int64_t> tail(const std::vector<int64_t>& ints, std::size_t from) { return {ints.begin() + static_cast<std::ptrdiff_t>(from), ints.end()}; }
@@ -85,7 +116,7 @@ at::Tensor run_embedding(const Inputs& in, const Attributes& a, at::Device devic
 at::Tensor run_attention(const Inputs& in, const Attributes& a, at::Device device) { return attention(in, a); }
 at::Tensor run_attention_grad(const Inputs& in, const Attributes& a, at::Device device) { return attention_grad(in, a); }
 at::Tensor run_conv2d(const Inputs& in, const Attributes& a, at::Device device) { return at::conv2d(in[0], in[1], {}, a.ints[0], a.ints[1]); }
-at::Tensor run_concat(const Inputs& in, const Attributes& a, at::Device device) { return at::cat(in, a.ints[0]); }
+at::Tensor run_concat(const Inputs& in, const Attributes& a, at::Device device) { return concat(in, a.ints[0]); }
 at::Tensor run_slice_backward(const Inputs& in, const Attributes& a, at::Device device) { return at::slice_backward(in[0], tail(a.ints, 4), a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
 at::Tensor run_embedding_grad(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding_dense_backward(in[0], in[1], a.ints[0], -1, false); }
 at::Tensor run_conv2d_input_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 0); }

@@ -1,5 +1,6 @@
 #include "trainc/compile/runtime/cross_entropy_rows.h"
 
+#include <cstdint>
 #include <mutex>
 
 #include "trainc/compile/codegen/cuda_kernels.h"
@@ -8,11 +9,37 @@
 namespace trainc {
 namespace {
 
-constexpr int kBlock = 1024;
+constexpr int kBlock = 512;
+constexpr int kVector = 8;  // bf16 logits per 16-byte load and store
 
-// After the generated kernels' prelude (types, k_bf16_load, k_bf16_store).
+// After the generated kernels' prelude (types, k_bf16_load, k_bf16_store). Each thread reads W
+// consecutive logits at a time: 8 (one 16-byte load) when every row starts 16-byte aligned, as the
+// head's padded rows do, else 1.
 constexpr const char* kKernels = R"(
 // trainc: cross-entropy over rows of bf16 logits.
+template <int W> static __device__ __forceinline__ void load_logits(const uint16_t* z, int j, float (&v)[W]) {
+  if constexpr (W == 8) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(z + j);
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+    for (int k = 0; k < 4; ++k) {
+      v[2 * k] = __uint_as_float(words[k] << 16);
+      v[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
+    }
+  } else {
+    v[0] = k_bf16_load(z[j]);
+  }
+}
+
+template <int W> static __device__ __forceinline__ void store_logits(uint16_t* z, int j, const float (&v)[W]) {
+  if constexpr (W == 8) {
+    uint32_t words[4];
+    for (int k = 0; k < 4; ++k) words[k] = uint32_t(k_bf16_store(v[2 * k])) | (uint32_t(k_bf16_store(v[2 * k + 1])) << 16);
+    *reinterpret_cast<uint4*>(z + j) = make_uint4(words[0], words[1], words[2], words[3]);
+  } else {
+    z[j] = k_bf16_store(v[0]);
+  }
+}
+
 // (m, s) is a maximum and the sum of exp(z - m) over the values seen; merged with another such pair.
 static __device__ __forceinline__ void merge(float& m, float& s, float other_m, float other_s) {
   const float negative_infinity = __int_as_float(0xff800000);
@@ -29,12 +56,29 @@ static __device__ __forceinline__ void merge(float& m, float& s, float other_m, 
 }
 
 // The row's log-sum-exp and (when `with_sum`) the sum of its logits, for every thread of the block.
-template <bool with_sum>
+// A thread rescales its running sum only when a group of W logits raises its maximum, so each logit
+// costs one exponential.
+template <bool with_sum, int W>
 static __device__ void row_statistics(const uint16_t* __restrict__ z, int vocabulary, float& lse, float& total) {
   __shared__ float shared_m[32], shared_s[32], shared_t[32];
   const float negative_infinity = __int_as_float(0xff800000);
   float m = negative_infinity, s = 0.0f, t = 0.0f;
-  for (int j = threadIdx.x; j < vocabulary; j += blockDim.x) {
+  const int groups = vocabulary / W;
+  for (int i = threadIdx.x; i < groups; i += blockDim.x) {
+    float v[W];
+    load_logits<W>(z, i * W, v);
+    float group_max = v[0];
+    for (int k = 1; k < W; ++k) group_max = fmaxf(group_max, v[k]);
+    if (group_max > m) {
+      s *= expf(m - group_max);  // 0 while m is still -infinity
+      m = group_max;
+    }
+    for (int k = 0; k < W; ++k) {
+      s += expf(v[k] - m);
+      if (with_sum) t += v[k];
+    }
+  }
+  for (int j = groups * W + threadIdx.x; j < vocabulary; j += blockDim.x) {  // the last vocabulary % W logits
     const float v = k_bf16_load(z[j]);
     merge(m, s, v, 1.0f);
     if (with_sum) t += v;
@@ -61,13 +105,14 @@ static __device__ void row_statistics(const uint16_t* __restrict__ z, int vocabu
   total = t;
 }
 
-extern "C" __global__ void __launch_bounds__(1024) trainc_cross_entropy_forward(const uint16_t* __restrict__ logits, int64_t row_stride,
-    int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {
+template <int W>
+static __device__ void forward_row(const uint16_t* __restrict__ logits, int64_t row_stride, int vocabulary,
+                                   const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {
   const int64_t row = blockIdx.x;
   const uint16_t* z = logits + row * row_stride;
   float lse, total;
-  if (smoothing > 0.0f) row_statistics<true>(z, vocabulary, lse, total);
-  else row_statistics<false>(z, vocabulary, lse, total);
+  if (smoothing > 0.0f) row_statistics<true, W>(z, vocabulary, lse, total);
+  else row_statistics<false, W>(z, vocabulary, lse, total);
   if (threadIdx.x == 0) {
     const int64_t target = targets[row];
     const float picked = target >= 0 && target < vocabulary ? k_bf16_load(z[target]) : 0.0f;
@@ -75,27 +120,57 @@ extern "C" __global__ void __launch_bounds__(1024) trainc_cross_entropy_forward(
   }
 }
 
-extern "C" __global__ void __launch_bounds__(1024) trainc_cross_entropy_backward(uint16_t* __restrict__ logits, int64_t row_stride,
-    int vocabulary, const int64_t* __restrict__ targets, const float* __restrict__ grad, float smoothing) {
+// The gradient over the logits, written in their place: (softmax - smoothed one-hot) * grad.
+template <int W>
+static __device__ void backward_row(uint16_t* __restrict__ logits, int64_t row_stride, int vocabulary,
+                                    const int64_t* __restrict__ targets, const float* __restrict__ grad, float smoothing) {
   const int64_t row = blockIdx.x;
   uint16_t* z = logits + row * row_stride;
   float lse, total;
-  row_statistics<false>(z, vocabulary, lse, total);
+  row_statistics<false, W>(z, vocabulary, lse, total);
   const int64_t target = targets[row];
   const float g = grad[row], uniform = smoothing / vocabulary;
-  for (int j = threadIdx.x; j < vocabulary; j += blockDim.x) {
-    const float p = expf(k_bf16_load(z[j]) - lse);
-    z[j] = k_bf16_store((p - uniform - (j == target ? 1.0f - smoothing : 0.0f)) * g);
+  const int groups = vocabulary / W;
+  for (int i = threadIdx.x; i < groups; i += blockDim.x) {
+    float v[W];
+    load_logits<W>(z, i * W, v);
+    for (int k = 0; k < W; ++k) v[k] = (expf(v[k] - lse) - uniform - (i * W + k == target ? 1.0f - smoothing : 0.0f)) * g;
+    store_logits<W>(z, i * W, v);
+  }
+  for (int j = groups * W + threadIdx.x; j < vocabulary; j += blockDim.x) {
+    z[j] = k_bf16_store((expf(k_bf16_load(z[j]) - lse) - uniform - (j == target ? 1.0f - smoothing : 0.0f)) * g);
   }
 }
+
+#define TRAINC_CROSS_ENTROPY_KERNELS(W)                                                                                        \
+  extern "C" __global__ void __launch_bounds__(512) trainc_cross_entropy_forward##W(const uint16_t* __restrict__ logits,      \
+      int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {  \
+    forward_row<W>(logits, row_stride, vocabulary, targets, smoothing, loss);                                                  \
+  }                                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(512) trainc_cross_entropy_backward##W(uint16_t* __restrict__ logits,           \
+      int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, const float* __restrict__ grad,               \
+      float smoothing) {                                                                                                       \
+    backward_row<W>(logits, row_stride, vocabulary, targets, grad, smoothing);                                                 \
+  }
+TRAINC_CROSS_ENTROPY_KERNELS(8)
+TRAINC_CROSS_ENTROPY_KERNELS(1)
 )";
+
+// The module's kernels, in the order build_cuda_modules is given their names.
+enum Kernel : std::size_t { kForwardVector, kBackwardVector, kForwardScalar, kBackwardScalar };
+
+// Whether every row of `logits` starts on a 16-byte boundary, so the kernels may read 8 at a time.
+bool rows_aligned(const at::Tensor& logits) {
+  return reinterpret_cast<std::uintptr_t>(logits.data_ptr()) % 16 == 0 && logits.stride(0) % kVector == 0;
+}
 
 const CudaModule& module() {
   static std::once_flag once;
   static std::shared_ptr<CudaModule> built;
   std::call_once(once, [] {
     const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
-    built = build_cuda_modules({{source, {"trainc_cross_entropy_forward", "trainc_cross_entropy_backward"}}},
+    built = build_cuda_modules({{source, {"trainc_cross_entropy_forward8", "trainc_cross_entropy_backward8",
+                                          "trainc_cross_entropy_forward1", "trainc_cross_entropy_backward1"}}},
                                compiler_settings_from_environment())
                 .front()
                 .module;
@@ -121,7 +196,7 @@ at::Tensor cross_entropy_rows_forward(const at::Tensor& logits, const at::Tensor
   float smoothing_f = static_cast<float>(smoothing);
   void* loss_data = loss.data_ptr();
   void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &smoothing_f, &loss_data};
-  module().launch_with(0, logits.size(0), kBlock, parameters);
+  module().launch_with(rows_aligned(logits) ? kForwardVector : kForwardScalar, logits.size(0), kBlock, parameters);
   return loss;
 }
 
@@ -136,7 +211,7 @@ void cross_entropy_rows_backward(at::Tensor& logits, const at::Tensor& targets, 
   void* grad_data = contiguous_grad.data_ptr();
   float smoothing_f = static_cast<float>(smoothing);
   void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &grad_data, &smoothing_f};
-  module().launch_with(1, logits.size(0), kBlock, parameters);
+  module().launch_with(rows_aligned(logits) ? kBackwardVector : kBackwardScalar, logits.size(0), kBlock, parameters);
 }
 
 }  // namespace trainc

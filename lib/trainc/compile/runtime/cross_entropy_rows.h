@@ -2,8 +2,9 @@
 //
 // The cross-entropy of bf16 logits on a GPU, one row per thread block, in one pass over the row
 // (forward) or two (backward), with no float32 copy of the logits: the part of
-// runtime/linear_cross_entropy between its GEMMs. Each thread keeps a running maximum and a sum of
-// exponentials rescaled as the maximum grows (online softmax), the block merges them, and
+// runtime/linear_cross_entropy between its GEMMs. Each thread reads 8 logits at a time (16 bytes)
+// when the rows start 16-byte aligned, one otherwise, and keeps a running maximum and a sum of
+// exponentials rescaled as the maximum grows (online softmax); the block merges them, and
 // lse = max + log(sum). The backward then overwrites each logit with its gradient,
 // (exp(z - lse) - s / V - (1 - s) [j == target]) * grad, rounded to bf16 as eager's cast back from
 // float32 rounds it. The kernels are CUDA source compiled once per process with NVRTC through the
