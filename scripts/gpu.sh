@@ -137,7 +137,7 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
     # shellcheck disable=SC2086
     TRAINC_PROFILE_KERNELS=1 timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-profile" \
       ${TRAINC_FLAGS[$case]} --torch-compile-backend inductor > "$OUT/$case-profile.log" 2>&1
-    grep -A25 "^profile:" "$OUT/$case-profile.log" | cut -c1-200 > "$OUT/$case-profile.txt"
+    grep -A40 "^profile:" "$OUT/$case-profile.log" | cut -c1-400 > "$OUT/$case-profile.txt"
     for run in ${TRAINC_GPU_TRACE_BACKENDS:-inductor}; do
       step "$case: trainc $run, traced"
       mkdir -p "$OUT/traces"

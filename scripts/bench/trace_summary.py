@@ -12,11 +12,31 @@ import sys
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
+# Kinds of GPU work, by the kernel names of the libraries that make them (first match wins).
+KINDS = [
+    ("GEMMs (cuBLAS)", ("nvjet", "gemm", "cutlass", "sm90_xmma", "cublas")),
+    ("attention (cuDNN, flash, memory-efficient)", ("cudnn", "flash", "fmha", "attention")),
+    ("trainc generated kernels", ("trainc_kernel",)),
+    ("trainc cross-entropy kernels", ("trainc_cross_entropy",)),
+    ("multi-tensor (optimizer, clipping)", ("multi_tensor_apply",)),
+    ("ATen reductions", ("reduce_kernel",)),
+    ("copies, casts and fills", ("copy", "Memcpy", "Memset", "CatArray", "fill")),
+    ("triton (torch.compile)", ("triton",)),
+]
+
+
+def kind_of(name):
+    for kind, markers in KINDS:
+        if any(marker in name for marker in markers):
+            return kind
+    return "other ATen kernels"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("trace")
     parser.add_argument("steps", type=int, help="how many steps the trace holds")
-    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--top", type=int, default=40)
     args = parser.parse_args()
     with open(args.trace) as f:
         events = json.load(f)["traceEvents"]
@@ -29,7 +49,15 @@ def main():
     if not time_us:
         sys.exit(f"{args.trace}: no GPU kernels, copies or fills in the trace")
     total_ms = sum(time_us.values()) / args.steps / 1000
-    print(f"trace: {total_ms:.3f} ms of GPU kernels, copies and fills per step; largest per step:")
+    print(f"trace: {total_ms:.3f} ms of GPU kernels, copies and fills per step; by kind:")
+    kinds = collections.Counter()
+    calls = collections.Counter()
+    for name, us in time_us.items():
+        kinds[kind_of(name)] += us
+        calls[kind_of(name)] += count[name]
+    for kind, us in kinds.most_common():
+        print(f"  {us / args.steps / 1000:8.3f} ms  {calls[kind] / args.steps:6.1f}x  {kind}")
+    print("largest per step:")
     for name, us in time_us.most_common(args.top):
         print(f"  {us / args.steps / 1000:8.3f} ms  {count[name] / args.steps:6.1f}x  {name[:120]}")
 
