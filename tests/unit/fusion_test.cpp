@@ -9,7 +9,6 @@
 #include "trainc/compile/codegen/strided_access.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
-#include "trainc/compile/passes/rematerialize.h"
 #include "trainc/compile/passes/sink_pointwise.h"
 #include "trainc/compile/passes/slice_grads_to_concat.h"
 #include "trainc/compile/passes/transpose_products.h"
@@ -165,50 +164,6 @@ TEST_CASE("fusion refuses: leading-axis reductions, growing broadcasts, views of
     verify(sunk);
     CHECK(steps_of(sunk, schedule_kernels(sunk)) == std::vector<std::string>{"aten:matmul", "exp add"});
   }
-}
-
-TEST_CASE("a value a GEMM and later kernels read is recomputed by the later kernel, once, not stored for it", "[unit][fusion]") {
-  //   a = exp(x) ──matmul(a, w) = m
-  //        ├────── b = a * m
-  //        └────── c = a + b ──> out
-  Graph g;
-  const ValueId x = g.add_input("x", f32({4, 4}));
-  const ValueId w = g.add_input("w", f32({4, 4}));
-  const ValueId a = g.add(Op::exp, {x});
-  const ValueId m = g.add(Op::matmul, {a, w});
-  g.mark_output(g.add(Op::add, {a, g.add(Op::mul, {a, m})}));
-  const Schedule before = schedule_kernels(sink_pointwise(g));
-  CHECK(steps_of(sink_pointwise(g), before) == std::vector<std::string>{"exp", "aten:matmul", "mul add"});
-  CHECK(before.kernels[0].stores.size() == 1);  // a, for the GEMM and for the second kernel
-
-  const Graph copied = rematerialize_pointwise(g);
-  verify(copied);
-  CHECK(copied.size() == g.size() + 2);  // a copy of a for b and one for c; the GEMM keeps a
-  const Graph sunk = sink_pointwise(copied);
-  const Schedule after = schedule_kernels(sunk);
-  CHECK(steps_of(sunk, after) == std::vector<std::string>{"exp", "aten:matmul", "exp exp mul add"});
-  REQUIRE(after.kernels.size() == 2);
-  CHECK(after.kernels[1].stores.size() == 1);  // only the output
-  // The two copies in the second kernel are computed once.
-  const std::string source = codegen::render_cpp_kernels(sunk, after).kernels[1].source;
-  std::size_t exps = 0;
-  for (std::size_t at = source.find("k_exp("); at != std::string::npos; at = source.find("k_exp(", at + 1)) ++exps;
-  CHECK(exps == 1);
-
-  // A program output is stored anyway: its readers load it. A reduction is never copied.
-  Graph h;
-  const ValueId y = h.add_input("y", f32({4, 4}));
-  const ValueId e = h.add(Op::exp, {y});
-  h.mark_output(e);
-  h.mark_output(h.add(Op::neg, {e}));
-  h.mark_output(h.add(Op::relu, {e}));
-  CHECK(rematerialize_pointwise(h).size() == h.size());
-  Graph r;
-  const ValueId z = r.add_input("z", f32({4, 4}));
-  const ValueId row_sum = r.add(Op::sum, {z}, ints({1}, true));
-  r.mark_output(r.add(Op::mul, {z, row_sum}));
-  r.mark_output(r.add(Op::sub, {z, row_sum}));
-  CHECK(rematerialize_pointwise(r).size() == r.size());
 }
 
 TEST_CASE("views compose into strides over their base; a reshape no strides express copies", "[unit][fusion]") {

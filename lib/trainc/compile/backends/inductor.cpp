@@ -9,7 +9,6 @@
 #include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
-#include "trainc/compile/passes/rematerialize.h"
 #include "trainc/compile/passes/sink_pointwise.h"
 #include "trainc/compile/passes/slice_grads_to_concat.h"
 #include "trainc/compile/passes/transpose_products.h"
@@ -51,7 +50,7 @@ LibrarySource library_source(const codegen::RenderedProgram& rendered) {
 
 ProgramBuild plan_program(const ir::Graph& program, at::Device device) {
   ProgramBuild build;
-  build.graph = ir::sink_pointwise(ir::rematerialize_pointwise(ir::transpose_products(ir::slice_grads_to_concat(program))));
+  build.graph = ir::sink_pointwise(ir::transpose_products(ir::slice_grads_to_concat(program)));
   ir::verify(build.graph);
   build.schedule = schedule_kernels(build.graph);
   build.plan = plan_memory(build.graph, build.schedule);

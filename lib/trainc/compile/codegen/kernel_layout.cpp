@@ -236,10 +236,7 @@ std::string KernelLayout::index(int a, bool in_columns) const {
 }
 
 std::string KernelLayout::read(const Operand& operand, bool in_columns) const {
-  if (operand.member >= 0) {
-    const auto same = same_as_.find(operand.member);
-    return "v" + std::to_string(same == same_as_.end() ? operand.member : same->second);
-  }
+  if (operand.member >= 0) return "v" + std::to_string(operand.member);
   const DomainAccess& access = accesses_[static_cast<std::size_t>(operand.access)];
   const ir::Node& base = graph_.node(access.base);
   const DType dtype = graph_.type(operand.value).dtype;
@@ -310,17 +307,7 @@ std::vector<ValueId> KernelLayout::element_closure(const std::vector<ValueId>& r
 }
 
 void KernelLayout::emit_elements(std::ostream& out, const std::string& indent, const std::vector<ValueId>& members) const {
-  // Members that compute the same expression (the copies rematerialize_pointwise made of a value
-  // for readers that landed in one kernel) are computed once; the others name the first.
-  std::map<std::string, ValueId> first_with;
-  for (ValueId m : members) {
-    const std::string type = compute_type(graph_.type(m).dtype);
-    const std::string value = expression(m, true);
-    const auto [first, fresh] = first_with.emplace(type + " " + value, m);
-    if (!fresh) same_as_[m] = first->second;
-    out << indent << "const " << type << " v" << m << " = " << (fresh ? value : "v" + std::to_string(first->second)) << ";\n";
-  }
-  same_as_.clear();
+  for (ValueId m : members) out << indent << "const " << compute_type(graph_.type(m).dtype) << " v" << m << " = " << expression(m, true) << ";\n";
 }
 
 void KernelLayout::store(std::ostream& out, const std::string& indent, ValueId m, bool in_columns) const {

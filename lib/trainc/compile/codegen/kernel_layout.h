@@ -108,7 +108,6 @@ class KernelLayout {
   std::vector<ir::ValueId> bases_;
   std::vector<int64_t> row_sizes_, column_sizes_;
   std::vector<std::vector<int64_t>> row_strides_, column_strides_;  // per access, per dimension
-  mutable std::map<ir::ValueId, ir::ValueId> same_as_;  // while emit_elements runs: duplicates and the member they repeat
 
  private:
   int add_access(DomainAccess access, bool read = true);

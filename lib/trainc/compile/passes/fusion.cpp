@@ -27,6 +27,25 @@ std::optional<int> trailing_split(const ir::Graph& graph, const ir::Node& node) 
   return split;
 }
 
+// Generated kernels compute in float32, float64, int64 and bool, and read and write bf16. A cast
+// into bf16 of a parameter or of a view stays an ATen call: ATen keeps the source's strides, so a
+// weight cast for a GEMM reaches it transposed, as eager's does, while a kernel would store it
+// contiguous, and the bf16 GEMM then takes a path that rounds differently (twice the error on a
+// small addmm, measured) - enough to flip relu masks near zero and move a bf16 mlp's gradients far
+// from eager's in about one draw of inputs in eight. A cast of a value a step computes (an
+// activation, a gradient) has the layout ATen would give it, so it joins the kernel that makes the
+// value, and the float32 original need not be stored at all. Float16 values stay with ATen.
+bool kernel_computes(const ir::Graph& graph, const ir::Node& node) {
+  const bool op_ok = is_pointwise(node.op) || (ir::op_kind(node.op) == OpKind::kReduction && ir::is_floating(node.type.dtype) &&
+                                               trailing_split(graph, node));
+  if (!op_ok || node.type.dtype == ir::DType::f16) return false;
+  if (node.op == Op::cast && node.type.dtype == ir::DType::bf16) {
+    const ir::Node& source = graph.node(node.inputs[0]);
+    if (source.op == Op::input || ir::op_kind(source.op) == OpKind::kView) return false;
+  }
+  return std::none_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) { return graph.type(in).dtype == ir::DType::f16; });
+}
+
 std::vector<int64_t> row_shape(const FusedKernel& kernel, bool keepdim) {
   std::vector<int64_t> shape(kernel.domain.begin(), kernel.domain.begin() + kernel.reduce_from);
   if (keepdim) shape.resize(kernel.domain.size(), 1);
@@ -76,25 +95,6 @@ struct Grouping {
 
 }  // namespace
 
-// Generated kernels compute in float32, float64, int64 and bool, and read and write bf16. A cast
-// into bf16 of a parameter or of a view stays an ATen call: ATen keeps the source's strides, so a
-// weight cast for a GEMM reaches it transposed, as eager's does, while a kernel would store it
-// contiguous, and the bf16 GEMM then takes a path that rounds differently (twice the error on a
-// small addmm, measured) - enough to flip relu masks near zero and move a bf16 mlp's gradients far
-// from eager's in about one draw of inputs in eight. A cast of a value a step computes (an
-// activation, a gradient) has the layout ATen would give it, so it joins the kernel that makes the
-// value, and the float32 original need not be stored at all. Float16 values stay with ATen.
-bool kernel_computes(const ir::Graph& graph, const ir::Node& node) {
-  const bool op_ok = is_pointwise(node.op) || (ir::op_kind(node.op) == OpKind::kReduction && ir::is_floating(node.type.dtype) &&
-                                               trailing_split(graph, node));
-  if (!op_ok || node.type.dtype == ir::DType::f16) return false;
-  if (node.op == Op::cast && node.type.dtype == ir::DType::bf16) {
-    const ir::Node& source = graph.node(node.inputs[0]);
-    if (source.op == Op::input || ir::op_kind(source.op) == OpKind::kView) return false;
-  }
-  return std::none_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) { return graph.type(in).dtype == ir::DType::f16; });
-}
-
 int Schedule::fused_nodes() const {
   int count = 0;
   for (const FusedKernel& kernel : kernels) count += static_cast<int>(kernel.members.size());
@@ -129,14 +129,16 @@ Schedule schedule_kernels(const ir::Graph& graph) {
       continue;
     }
     if (kernel_computes(graph, node)) {
-      const auto join = [&](int k) {
+      for (ValueId in : node.inputs) {
+        const int k = schedule.kernel_of[static_cast<std::size_t>(in)];
+        if (k < 0) continue;
         const std::optional<KernelRole> role = grouping.join_role(k, id);
-        if (!role) return false;
+        if (!role) continue;
         const int step = kernel_step[static_cast<std::size_t>(k)];
         const bool older = std::all_of(node.inputs.begin(), node.inputs.end(), [&](ValueId other) {
           return grouping.in_kernel(other, k) || newest_source[static_cast<std::size_t>(other)] < step;
         });
-        if (!older) return false;
+        if (!older) continue;
         FusedKernel& kernel = schedule.kernels[static_cast<std::size_t>(k)];
         if (ir::op_kind(node.op) == OpKind::kReduction) kernel.reduce_from = *trailing_split(graph, node);
         kernel.members.push_back(id);
@@ -144,24 +146,7 @@ Schedule schedule_kernels(const ir::Graph& graph) {
         grouping.role_of[static_cast<std::size_t>(id)] = *role;
         schedule.kernel_of[static_cast<std::size_t>(id)] = k;
         source = step;
-        return true;
-      };
-      bool joined = false;
-      for (ValueId in : node.inputs) {
-        const int k = schedule.kernel_of[static_cast<std::size_t>(in)];
-        if (k >= 0 && join(k)) {
-          joined = true;
-          break;
-        }
-      }
-      // A pointwise node that reads no kernel it can join goes into the newest kernel when that is
-      // the newest step, computes over the node's shape, and all the node reads is older: a copy
-      // rematerialize_pointwise made for a reader further on in that kernel, or independent work
-      // over the same elements, one launch instead of two. (Behind an ATen call it would be
-      // computed early and stored for its reader.)
-      if (!joined && ir::op_kind(node.op) != OpKind::kReduction && !schedule.steps.empty() &&
-          schedule.steps.back().kind == ScheduleStep::Kind::kernel) {
-        join(schedule.steps.back().index);
+        break;
       }
       if (source < 0) {
         FusedKernel kernel;

@@ -9,8 +9,6 @@
 //     with the pointwise ops that follow, at row level (one value per row) or element level;
 //   - extern ops, random draws, reductions over leading dimensions, casts of parameters and views
 //     into bf16 (fusion.cpp says why) and float16 values stay ATen calls; views, constants and iota are never steps of their own: kernels read them in place.
-//   - a pointwise node that reads no kernel it can join joins the newest step when that is a
-//     kernel over its shape (the copies passes/rematerialize makes land with their readers);
 //   - a node joins a kernel only when all else it reads comes from steps older than the kernel, so
 //     steps run in the order they are made and never wait on each other in a cycle.
 // Example: y = relu(x @ w + b) becomes [ATen matmul] -> [kernel: add, relu].
@@ -52,9 +50,6 @@ struct Schedule {
 // A value no step computes: graph inputs, and views, constants and iota, which ATen makes on
 // demand when a step or an output needs the tensor (a kernel reads them in place).
 bool is_lazy(const ir::Graph& graph, const Schedule& schedule, ir::ValueId value);
-
-// Whether a generated kernel computes `node` (rather than an ATen call): the rules above.
-bool kernel_computes(const ir::Graph& graph, const ir::Node& node);
 
 Schedule schedule_kernels(const ir::Graph& graph);
 
