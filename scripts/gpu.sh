@@ -154,6 +154,8 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
   fi
 done
 
+# Every log but the traces in one archive that sorts first among $OUT's files.
+tar czf "$OUT/00-logs.tgz" -C "$OUT" --exclude=./traces --exclude=./00-logs.tgz . 2>/dev/null
 echo
 cat "$OUT/gpu.txt"
 echo "tests: $test_summary"
