@@ -14,17 +14,20 @@
 namespace trainc {
 namespace {
 
-int64_t parse_count(const std::string& text, const std::string& whole) {
+[[noreturn]] void malformed_window(const std::string& text) {
+  throw UserError("TRAINC_PROFILE_TRACE_STEPS=" + text + ": expected <first step>:<number of steps>, both positive integers, e.g. 11:3");
+}
+
+// One of the window's two numbers; `text` is the whole setting, for the error.
+int64_t positive_integer(const std::string& digits, const std::string& text) {
   std::size_t used = 0;
   int64_t value = 0;
   try {
-    value = std::stoll(text, &used);
+    value = std::stoll(digits, &used);
   } catch (const std::exception&) {
-    used = 0;
+    malformed_window(text);
   }
-  if (used != text.size() || text.empty() || value < 1) {
-    throw UserError("TRAINC_PROFILE_TRACE_STEPS=" + whole + ": expected <first step>:<number of steps>, both positive integers, e.g. 11:3");
-  }
+  if (used != digits.size() || value < 1) malformed_window(text);
   return value;
 }
 
@@ -44,9 +47,9 @@ std::unique_ptr<KernelTrace> KernelTrace::from_environment(c10::Device device) {
   if (const char* steps = std::getenv("TRAINC_PROFILE_TRACE_STEPS"); steps != nullptr && *steps != '\0') {
     const std::string text(steps);
     const std::size_t colon = text.find(':');
-    if (colon == std::string::npos) parse_count("", text);
-    first = parse_count(text.substr(0, colon), text);
-    count = parse_count(text.substr(colon + 1), text);
+    if (colon == std::string::npos) malformed_window(text);
+    first = positive_integer(text.substr(0, colon), text);
+    count = positive_integer(text.substr(colon + 1), text);
   }
   // A trace of nothing, saved at once: a LibTorch without Kineto (Debian's) or a path that
   // cannot be written stops the run here, not after the steps before the window.

@@ -46,7 +46,8 @@ at::Tensor attention_grad(const Inputs& in, const Attributes& attrs) {
 }
 
 // Concatenating views that already lie side by side in one buffer, in order, gives a view of that
-// buffer; otherwise the inputs are copied together.
+// buffer; otherwise the inputs are copied together. The view shares its inputs' memory, as the
+// executors' views do: programs never write into a value they did not make.
 at::Tensor concat(const Inputs& in, int64_t dim) {
   const at::Tensor& first = in.front();
   if (dim < 0) dim += first.dim();
