@@ -9,6 +9,7 @@
 #include "trainc/compile/codegen/strided_access.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
+#include "trainc/compile/passes/rematerialize.h"
 #include "trainc/compile/passes/sink_pointwise.h"
 #include "trainc/compile/passes/slice_grads_to_concat.h"
 #include "trainc/compile/passes/transpose_products.h"
@@ -164,6 +165,36 @@ TEST_CASE("fusion refuses: leading-axis reductions, growing broadcasts, views of
     verify(sunk);
     CHECK(steps_of(sunk, schedule_kernels(sunk)) == std::vector<std::string>{"aten:matmul", "exp add"});
   }
+}
+
+TEST_CASE("a value stored only for a later pointwise kernel is recomputed there instead", "[unit][fusion]") {
+  //   a = exp(x); s = a * a ──matmul(s, w) = m
+  //   b = a * m ──> out          (b's kernel runs after the GEMM and loaded a from the first kernel)
+  const auto program = [](bool reduce_after) {
+    Graph g;
+    const ValueId x = g.add_input("x", f32({4, 8}));
+    const ValueId w = g.add_input("w", f32({8, 8}));
+    const ValueId a = g.add(Op::exp, {x});
+    const ValueId m = g.add(Op::matmul, {g.add(Op::mul, {a, a}), w});
+    const ValueId b = g.add(Op::mul, {a, m});
+    g.mark_output(reduce_after ? g.add(Op::sum, {b}, ints({1})) : b);
+    return g;
+  };
+  const Graph g = program(false);
+  const Schedule before = schedule_kernels(g);
+  CHECK(steps_of(g, before) == std::vector<std::string>{"exp mul", "aten:matmul", "mul"});
+  CHECK(before.kernels[0].stores.size() == 2);  // a * a for the GEMM, a for the last kernel
+
+  const Rematerialized copied = rematerialize_loads(g, before);
+  CHECK(copied.copied_values == 1);
+  verify(copied.graph);
+  const Schedule after = schedule_kernels(copied.graph, copied.copies);
+  CHECK(steps_of(copied.graph, after) == std::vector<std::string>{"exp mul", "aten:matmul", "exp mul"});
+  CHECK(after.kernels[0].stores.size() == 1);  // only what the GEMM reads
+
+  // A reader kernel with a reduction (its column passes would each recompute the copy) loads instead.
+  const Graph reduced = program(true);
+  CHECK(rematerialize_loads(reduced, schedule_kernels(reduced)).copied_values == 0);
 }
 
 TEST_CASE("views compose into strides over their base; a reshape no strides express copies", "[unit][fusion]") {

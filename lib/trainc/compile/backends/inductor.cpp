@@ -9,6 +9,7 @@
 #include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
+#include "trainc/compile/passes/rematerialize.h"
 #include "trainc/compile/passes/sink_pointwise.h"
 #include "trainc/compile/passes/slice_grads_to_concat.h"
 #include "trainc/compile/passes/transpose_products.h"
@@ -53,6 +54,13 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device) {
   build.graph = ir::sink_pointwise(ir::transpose_products(ir::slice_grads_to_concat(program)));
   ir::verify(build.graph);
   build.schedule = schedule_kernels(build.graph);
+  // Values stored only for later kernels to load are recomputed there when that is cheap.
+  Rematerialized copied = rematerialize_loads(build.graph, build.schedule);
+  if (copied.copied_values > 0) {
+    build.graph = std::move(copied.graph);
+    ir::verify(build.graph);
+    build.schedule = schedule_kernels(build.graph, copied.copies);
+  }
   build.plan = plan_memory(build.graph, build.schedule);
   build.rendered = device.is_cuda() ? codegen::render_cuda_kernels(build.graph, build.schedule)
                                     : codegen::render_cpp_kernels(build.graph, build.schedule);

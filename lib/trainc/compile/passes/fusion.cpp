@@ -108,7 +108,7 @@ bool is_lazy(const ir::Graph& graph, const Schedule& schedule, ValueId value) {
   return kind == OpKind::kView && schedule.accesses[static_cast<std::size_t>(value)].base != value;
 }
 
-Schedule schedule_kernels(const ir::Graph& graph) {
+Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copies) {
   const auto n = static_cast<std::size_t>(graph.size());
   Schedule schedule;
   schedule.accesses = codegen::strided_accesses(graph);
@@ -129,16 +129,14 @@ Schedule schedule_kernels(const ir::Graph& graph) {
       continue;
     }
     if (kernel_computes(graph, node)) {
-      for (ValueId in : node.inputs) {
-        const int k = schedule.kernel_of[static_cast<std::size_t>(in)];
-        if (k < 0) continue;
+      const auto join = [&](int k) {
         const std::optional<KernelRole> role = grouping.join_role(k, id);
-        if (!role) continue;
+        if (!role) return false;
         const int step = kernel_step[static_cast<std::size_t>(k)];
         const bool older = std::all_of(node.inputs.begin(), node.inputs.end(), [&](ValueId other) {
           return grouping.in_kernel(other, k) || newest_source[static_cast<std::size_t>(other)] < step;
         });
-        if (!older) continue;
+        if (!older) return false;
         FusedKernel& kernel = schedule.kernels[static_cast<std::size_t>(k)];
         if (ir::op_kind(node.op) == OpKind::kReduction) kernel.reduce_from = *trailing_split(graph, node);
         kernel.members.push_back(id);
@@ -146,7 +144,23 @@ Schedule schedule_kernels(const ir::Graph& graph) {
         grouping.role_of[static_cast<std::size_t>(id)] = *role;
         schedule.kernel_of[static_cast<std::size_t>(id)] = k;
         source = step;
-        break;
+        return true;
+      };
+      bool joined = false;
+      for (ValueId in : node.inputs) {
+        const int k = schedule.kernel_of[static_cast<std::size_t>(in)];
+        if (k >= 0 && join(k)) {
+          joined = true;
+          break;
+        }
+      }
+      // A kernel that starts with copies made by rematerialize_loads takes, while it is the newest
+      // step, the pointwise nodes that cannot join a kernel they read: those of the kernel the
+      // copies were made for.
+      if (!joined && !copies.empty() && ir::op_kind(node.op) != OpKind::kReduction && !schedule.steps.empty() &&
+          schedule.steps.back().kind == ScheduleStep::Kind::kernel) {
+        const int newest = schedule.steps.back().index;
+        if (copies[static_cast<std::size_t>(schedule.kernels[static_cast<std::size_t>(newest)].members.front())]) join(newest);
       }
       if (source < 0) {
         FusedKernel kernel;

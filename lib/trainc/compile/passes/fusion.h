@@ -51,6 +51,8 @@ struct Schedule {
 // demand when a step or an output needs the tensor (a kernel reads them in place).
 bool is_lazy(const ir::Graph& graph, const Schedule& schedule, ir::ValueId value);
 
-Schedule schedule_kernels(const ir::Graph& graph);
+// `copies` (optional, per node) marks the copies passes/rematerialize made: a kernel that starts
+// with them takes the nodes of the reader kernel they were made for.
+Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copies = {});
 
 }  // namespace trainc
