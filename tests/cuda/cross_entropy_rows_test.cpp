@@ -57,3 +57,23 @@ TEST_CASE("one-pass cross-entropy kernels match ATen on bf16 logits", "[inductor
                        padding_before));
   }
 }
+
+TEST_CASE("one-pass cross-entropy: masked (-inf) logits count for nothing, a NaN logit gives a NaN loss", "[inductor][cuda]") {
+  const int64_t rows = 4, vocabulary = 50257, stride = 50304;
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  for (const int64_t offset : {0, 1}) {  // 8 logits a thread, then one at a time
+    INFO("rows starting at element " << offset);
+    at::Tensor storage = (torch::randn({rows, stride}, cuda) * 3).to(torch::kBFloat16);
+    at::Tensor logits = storage.narrow(1, offset, vocabulary);
+    logits.select(0, 0).narrow(0, 0, 5000).fill_(-INFINITY);  // whole groups of every thread, then finite logits
+    logits.select(0, 1).narrow(0, 100, 3).fill_(-INFINITY);
+    logits.select(0, 2).narrow(0, 8, 8).fill_(NAN);           // one aligned group of 8
+    logits.select(0, 3).narrow(0, vocabulary - 1, 1).fill_(NAN);  // the last logit: past the groups of 8
+    const at::Tensor targets = torch::tensor({7000, 5, 9, 11}, cuda.dtype(torch::kLong));
+    const at::Tensor expected = at::cross_entropy_loss(logits.to(torch::kFloat), targets, {}, at::Reduction::None, -100, 0.0);
+    const at::Tensor loss = cross_entropy_rows_forward(logits, targets, 0.0);
+    CHECK(relative_error(loss.narrow(0, 0, 2), expected.narrow(0, 0, 2)) <= 1e-5);
+    CHECK(loss.narrow(0, 2, 2).isnan().all().item<bool>());
+    CHECK(expected.narrow(0, 2, 2).isnan().all().item<bool>());
+  }
+}

@@ -239,6 +239,23 @@ TEST_CASE("the memory plan shares slots between values whose lifetimes do not ov
   returned.mark_output(returned.add(Op::reshape, {returned.add(Op::exp, {y})}, ints({2, 2})));
   const Schedule rs = schedule_kernels(returned);
   CHECK(plan_memory(returned, rs).slot_bytes.empty());
+  // A concat of slices of one stored value may be a view of it (runtime/aten_executor), so that
+  // value keeps its slot while the concat is read: n may not take h's slot before the matmul.
+  //   h = exp(x); c = concat(slice(h, 0:2), slice(h, 2:4)); n = neg(y); out = matmul(n, c)
+  Graph joined;
+  const ValueId jx = joined.add_input("x", f32({4, 4}));
+  const ValueId jy = joined.add_input("y", f32({4, 4}));
+  const ValueId h = joined.add(Op::exp, {jx});
+  const ValueId c = joined.add(Op::concat, {joined.add(Op::slice, {h}, ints({1, 0, 2, 1})), joined.add(Op::slice, {h}, ints({1, 2, 4, 1}))}, ints({1}));
+  const ValueId neg = joined.add(Op::neg, {jy});
+  joined.mark_output(joined.add(Op::matmul, {neg, c}));
+  const Schedule js = schedule_kernels(joined);
+  REQUIRE(steps_of(joined, js) == std::vector<std::string>{"exp", "aten:concat", "neg", "aten:matmul"});
+  const MemoryPlan jp = plan_memory(joined, js);
+  CHECK(jp.slot_of[static_cast<std::size_t>(neg)] != jp.slot_of[static_cast<std::size_t>(h)]);
+  // Returned, the concat takes its root out of the arena with it.
+  joined.mark_output(c);
+  CHECK(plan_memory(joined, schedule_kernels(joined)).slot_of[static_cast<std::size_t>(h)] == -1);
 }
 
 TEST_CASE("a sum of slice gradients tiling a dimension becomes a concat", "[unit][fusion]") {

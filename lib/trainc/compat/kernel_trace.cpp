@@ -81,7 +81,11 @@ void KernelTrace::before_step(int64_t step) {
 }
 
 void KernelTrace::after_step(int64_t step) {
-  if (step != last_ || !active_) return;
+  if (step == last_) finish();
+}
+
+void KernelTrace::finish() {
+  if (!active_) return;
   synchronize(device_);  // every kernel of the window has run before the trace is collected
   torch::autograd::profiler::disableProfiler()->save(path_);
   active_ = false;

@@ -7,6 +7,7 @@
 //
 //   TRAINC_PROFILE_TRACE=<file.json>        where to save the trace (unset: no trace)
 //   TRAINC_PROFILE_TRACE_STEPS=<first>:<n>  steps first .. first+n-1, counted from 1 (default 11:3)
+// A data-parallel run traces rank 0 only.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -27,6 +28,8 @@ class KernelTrace {
   // step and saves the trace after its last one.
   void before_step(int64_t step);
   void after_step(int64_t step);
+  // After the last step: saves what was traced when the run ended inside the window.
+  void finish();
 
   KernelTrace(std::string path, int64_t first, int64_t count, c10::Device device);
 

@@ -474,7 +474,7 @@ int Trainer::train() {
   last_grad_norm_ = torch::zeros({}, on_device);
   last_log_time_ = std::chrono::steady_clock::now();
   InterruptWatch interrupts;
-  trace_ = KernelTrace::from_environment(device_);
+  if (world_.rank == 0) trace_ = KernelTrace::from_environment(device_);  // one trace file, not one per rank
   const int64_t accumulation = args_.gradient_accumulation_steps;
   int64_t epoch = state_.global_step / plan_.steps_per_epoch;
   int64_t step_in_epoch = state_.global_step % plan_.steps_per_epoch;
@@ -550,6 +550,7 @@ int Trainer::train() {
     step_in_epoch = 0;
   }
   reporter_->finish_progress();
+  if (trace_) trace_->finish();  // a run that ended inside the window saves the steps it traced
   check_finite_loss();
   if (stop_signal != 0) {
     reporter_->info("stopped by signal " + std::to_string(stop_signal) + (interrupts.signal_number() != stop_signal ? " (to another rank)" : "") +

@@ -26,16 +26,22 @@ int64_t MemoryPlan::arena_bytes() const { return std::accumulate(slot_bytes.begi
 MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule) {
   const auto n = static_cast<std::size_t>(graph.size());
   // The value whose memory each value's tensor uses: views share their base's; an ATen cast or
-  // detach may return its input itself; constants and iota own nothing a kernel stores.
+  // detach may return its input itself, and a concat of views that lie side by side in one buffer
+  // returns a view of it (runtime/aten_executor), so when its inputs share a root it keeps that
+  // root alive; constants and iota own nothing a kernel stores.
   std::vector<ir::ValueId> root(n, -1);
   for (ir::ValueId id = 0; id < graph.size(); ++id) {
     const ir::Node& node = graph.node(id);
     const auto i = static_cast<std::size_t>(id);
     if (node.op == ir::Op::constant || node.op == ir::Op::iota) continue;
+    const auto root_of = [&](ir::ValueId value) { return root[static_cast<std::size_t>(value)]; };
+    const bool one_root = std::all_of(node.inputs.begin(), node.inputs.end(), [&](ir::ValueId in) { return root_of(in) == root_of(node.inputs[0]); });
     if (is_lazy(graph, schedule, id) && node.op != ir::Op::input) {
       root[i] = root[static_cast<std::size_t>(schedule.accesses[i].base)];
     } else if (schedule.kernel_of[i] < 0 && (node.op == ir::Op::cast || node.op == ir::Op::detach)) {
       root[i] = root[static_cast<std::size_t>(node.inputs[0])];
+    } else if (schedule.kernel_of[i] < 0 && node.op == ir::Op::concat && one_root && root_of(node.inputs[0]) >= 0) {
+      root[i] = root_of(node.inputs[0]);
     } else {
       root[i] = id;
     }

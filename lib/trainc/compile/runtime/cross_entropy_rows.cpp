@@ -67,16 +67,18 @@ static __device__ void row_statistics(const uint16_t* __restrict__ z, int vocabu
   for (int i = threadIdx.x; i < groups; i += blockDim.x) {
     float v[W];
     load_logits<W>(z, i * W, v);
+    // The group's maximum, NaN when a logit is NaN (fmaxf would drop it), so NaN reaches the loss.
     float group_max = v[0];
-    for (int k = 1; k < W; ++k) group_max = fmaxf(group_max, v[k]);
-    if (group_max > m) {
+    for (int k = 1; k < W; ++k) group_max = v[k] > group_max || v[k] != v[k] ? v[k] : group_max;
+    if (!(group_max <= m)) {
       s *= expf(m - group_max);  // 0 while m is still -infinity
       m = group_max;
     }
-    for (int k = 0; k < W; ++k) {
-      s += expf(v[k] - m);
-      if (with_sum) t += v[k];
+    if (with_sum) {
+      for (int k = 0; k < W; ++k) t += v[k];
     }
+    if (m == negative_infinity) continue;  // masked logits so far: exp(-inf - -inf) would be NaN
+    for (int k = 0; k < W; ++k) s += expf(v[k] - m);
   }
   for (int j = groups * W + threadIdx.x; j < vocabulary; j += blockDim.x) {  // the last vocabulary % W logits
     const float v = k_bf16_load(z[j]);
