@@ -195,6 +195,21 @@ TEST_CASE("a value stored only for a later pointwise kernel is recomputed there 
   // A reader kernel with a reduction (its column passes would each recompute the copy) loads instead.
   const Graph reduced = program(true);
   CHECK(rematerialize_loads(reduced, schedule_kernels(reduced)).copied_values == 0);
+
+  // An original that only the reader kernel read is dropped, and so is its kernel:
+  //   a = exp(x); m = matmul(p, q); b = a * m   ->   m = matmul(p, q); [a' = exp(x); b = a' * m]
+  Graph only_later;
+  const ValueId ox = only_later.add_input("x", f32({4, 8}));
+  const ValueId op = only_later.add_input("p", f32({4, 8}));
+  const ValueId oq = only_later.add_input("q", f32({8, 8}));
+  const ValueId oa = only_later.add(Op::exp, {ox});
+  only_later.mark_output(only_later.add(Op::mul, {oa, only_later.add(Op::matmul, {op, oq})}));
+  const Schedule first = schedule_kernels(only_later);
+  REQUIRE(steps_of(only_later, first) == std::vector<std::string>{"exp", "aten:matmul", "mul"});
+  const Rematerialized moved = rematerialize_loads(only_later, first);
+  verify(moved.graph);
+  CHECK(moved.graph.size() == only_later.size());
+  CHECK(steps_of(moved.graph, schedule_kernels(moved.graph, moved.copies)) == std::vector<std::string>{"aten:matmul", "exp mul"});
 }
 
 TEST_CASE("views compose into strides over their base; a reshape no strides express copies", "[unit][fusion]") {
