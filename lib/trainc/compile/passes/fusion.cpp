@@ -146,18 +146,14 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
         source = step;
         return true;
       };
-      bool joined = false;
       for (ValueId in : node.inputs) {
         const int k = schedule.kernel_of[static_cast<std::size_t>(in)];
-        if (k >= 0 && join(k)) {
-          joined = true;
-          break;
-        }
+        if (k >= 0 && join(k)) break;
       }
       // A kernel that starts with copies made by rematerialize_loads takes, while it is the newest
       // step, the pointwise nodes that cannot join a kernel they read: those of the kernel the
       // copies were made for.
-      if (!joined && !copies.empty() && ir::op_kind(node.op) != OpKind::kReduction && !schedule.steps.empty() &&
+      if (source < 0 && !copies.empty() && ir::op_kind(node.op) != OpKind::kReduction && !schedule.steps.empty() &&
           schedule.steps.back().kind == ScheduleStep::Kind::kernel) {
         const int newest = schedule.steps.back().index;
         if (copies[static_cast<std::size_t>(schedule.kernels[static_cast<std::size_t>(newest)].members.front())]) join(newest);

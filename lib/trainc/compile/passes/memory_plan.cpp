@@ -35,12 +35,13 @@ MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule) {
     const auto i = static_cast<std::size_t>(id);
     if (node.op == ir::Op::constant || node.op == ir::Op::iota) continue;
     const auto root_of = [&](ir::ValueId value) { return root[static_cast<std::size_t>(value)]; };
-    const bool one_root = std::all_of(node.inputs.begin(), node.inputs.end(), [&](ir::ValueId in) { return root_of(in) == root_of(node.inputs[0]); });
+    const auto shares_first_root = [&](ir::ValueId in) { return root_of(in) == root_of(node.inputs[0]); };
     if (is_lazy(graph, schedule, id) && node.op != ir::Op::input) {
       root[i] = root[static_cast<std::size_t>(schedule.accesses[i].base)];
     } else if (schedule.kernel_of[i] < 0 && (node.op == ir::Op::cast || node.op == ir::Op::detach)) {
       root[i] = root[static_cast<std::size_t>(node.inputs[0])];
-    } else if (schedule.kernel_of[i] < 0 && node.op == ir::Op::concat && one_root && root_of(node.inputs[0]) >= 0) {
+    } else if (schedule.kernel_of[i] < 0 && node.op == ir::Op::concat && root_of(node.inputs[0]) >= 0 &&
+               std::all_of(node.inputs.begin(), node.inputs.end(), shares_first_root)) {
       root[i] = root_of(node.inputs[0]);
     } else {
       root[i] = id;

@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include "trainc/compile/passes/dce.h"
+
 namespace trainc {
 
 using ir::Node;
@@ -109,31 +111,17 @@ Rematerialized rematerialize_loads(const ir::Graph& graph, const Schedule& sched
   }
   std::vector<ValueId> new_outputs;
   for (ValueId output : graph.outputs()) new_outputs.push_back(new_id[static_cast<std::size_t>(output)]);
+  const ir::Graph rewired = ir::Graph::from_nodes(std::move(nodes), std::move(new_outputs));
 
   // Originals that only the reader kernels read are now read by nothing: drop them, so their
-  // kernel does not compute them (or run at all) for no one. Graph inputs stay.
-  std::vector<bool> live(nodes.size(), false);
-  for (ValueId output : new_outputs) live[static_cast<std::size_t>(output)] = true;
-  for (auto id = static_cast<ValueId>(nodes.size()) - 1; id >= 0; --id) {
-    const Node& node = nodes[static_cast<std::size_t>(id)];
-    if (node.op == ir::Op::input) live[static_cast<std::size_t>(id)] = true;
-    if (!live[static_cast<std::size_t>(id)]) continue;
-    for (ValueId in : node.inputs) live[static_cast<std::size_t>(in)] = true;
-  }
-  std::vector<ValueId> kept_id(nodes.size(), -1);
-  std::vector<Node> kept;
+  // kernel does not compute them (or run at all) for no one.
+  const std::vector<bool> live = ir::live_nodes(rewired);
+  result.graph = ir::eliminate_dead_code(rewired);
   std::vector<bool> kept_copies;
-  for (std::size_t id = 0; id < nodes.size(); ++id) {
-    if (!live[id]) continue;
-    Node node = std::move(nodes[id]);
-    for (ValueId& in : node.inputs) in = kept_id[static_cast<std::size_t>(in)];
-    kept_id[id] = static_cast<ValueId>(kept.size());
-    kept.push_back(std::move(node));
-    kept_copies.push_back(result.copies[id]);
+  for (std::size_t id = 0; id < live.size(); ++id) {
+    if (live[id]) kept_copies.push_back(result.copies[id]);
   }
-  for (ValueId& output : new_outputs) output = kept_id[static_cast<std::size_t>(output)];
   result.copies = std::move(kept_copies);
-  result.graph = ir::Graph::from_nodes(std::move(kept), std::move(new_outputs));
   return result;
 }
 
