@@ -142,10 +142,12 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
       step "$case: trainc $run, traced"
       mkdir -p "$OUT/traces"
       # shellcheck disable=SC2086
+      # --dump-dir: the generated CUDA, whose header comments name each kernel's work in the summary
       TRAINC_PROFILE_TRACE="$OUT/traces/$case-$run.json" TRAINC_PROFILE_TRACE_STEPS=11:3 timeout 300 build-gpu/trainc \
         --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-trace-$run" ${TRAINC_FLAGS[$case]} \
-        --torch-compile-backend "$run" > "$OUT/$case-trace-$run.log" 2>&1 &&
-        python3 scripts/bench/trace_summary.py "$OUT/traces/$case-$run.json" 3 > "$OUT/$case-trace-$run.txt" 2>&1
+        --torch-compile-backend "$run" --dump-dir "$OUT/$case-dump-$run" > "$OUT/$case-trace-$run.log" 2>&1 &&
+        python3 scripts/bench/trace_summary.py "$OUT/traces/$case-$run.json" 3 --top 60 \
+          --sources "$OUT/$case-dump-$run"/*.cu > "$OUT/$case-trace-$run.txt" 2>&1
     done
   fi
   for mode in ${TRAINC_GPU_PEER_MODES:-none default reduce-overhead}; do peer_run "$case" pytorch_gpt2.py pytorch "$mode"; done

@@ -2,11 +2,15 @@
 """Where a traced step's GPU time goes: the kernels, copies and fills of a Chrome trace (trainc's
 TRAINC_PROFILE_TRACE, or torch.profiler's export_chrome_trace), totalled by name.
 
-Usage: trace_summary.py TRACE.json STEPS [--top N]
-Prints the GPU's busy time per step, then the largest names per step with their count per step."""
+Usage: trace_summary.py TRACE.json STEPS [--top N] [--sources FILE.cu ...]
+Prints the GPU's busy time per step, then the largest names per step with their count per step.
+With --sources (the generated CUDA that --dump-dir writes), each generated kernel's line also
+gives what it does and the bandwidth it reached: the bytes its header comment says it moves over
+its time per call."""
 import argparse
 import collections
 import json
+import re
 import sys
 
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -32,11 +36,29 @@ def kind_of(name):
     return "other ATen kernels"
 
 
+def kernel_headers(paths):
+    """symbol -> (description, bytes moved) from the generated sources' '// kernel N: ...' lines."""
+    headers = {}
+    for path in paths:
+        description = None
+        for line in open(path):
+            if line.startswith("// kernel "):
+                description = line[len("// kernel "):].strip()
+            elif description and "__global__" in line:
+                symbol = re.search(r"(trainc_kernel_\w+)\(", line)
+                moved = re.search(r"reads ([0-9.]+) MB, writes ([0-9.]+) MB", description)
+                if symbol:
+                    headers[symbol.group(1)] = (description, (float(moved[1]) + float(moved[2])) * 1e6 if moved else None)
+                description = None
+    return headers
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("trace")
     parser.add_argument("steps", type=int, help="how many steps the trace holds")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--sources", nargs="*", default=[], help="generated .cu files (--dump-dir) naming trainc's kernels")
     args = parser.parse_args()
     with open(args.trace) as f:
         events = json.load(f)["traceEvents"]
@@ -58,8 +80,15 @@ def main():
     for kind, us in kinds.most_common():
         print(f"  {us / args.steps / 1000:8.3f} ms  {calls[kind] / args.steps:6.1f}x  {kind}")
     print("largest per step:")
+    headers = kernel_headers(args.sources)
     for name, us in time_us.most_common(args.top):
-        print(f"  {us / args.steps / 1000:8.3f} ms  {count[name] / args.steps:6.1f}x  {name[:120]}")
+        line = f"  {us / args.steps / 1000:8.3f} ms  {count[name] / args.steps:6.1f}x  {name[:120]}"
+        if name in headers:
+            description, moved = headers[name]
+            if moved:
+                line += f"  {moved / (us / count[name] * 1e-6) / 1e12:5.2f} TB/s"
+            line += f"  [{description[:200]}]"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -325,7 +325,7 @@ TEST_CASE("golden: the C++ of a small softmax kernel", "[unit][fusion]") {
   REQUIRE(program.kernels.size() == 1);
   CHECK(program.kernels[0].arguments == std::vector<ValueId>{0, 5});
   CHECK(program.kernels[0].source == R"(
-// kernel 0: reduction over [3, 8], reducing from dim 1; amax sub exp sum div
+// kernel 0: reduction over [3, 8], reducing from dim 1; amax sub exp sum div; reads 0.00 MB, writes 0.00 MB
 extern "C" void trainc_kernel_0(void* const* args) {
   const float* __restrict p0 = static_cast<const float*>(args[0]);
   float* __restrict s5 = static_cast<float*>(args[1]);
@@ -376,7 +376,7 @@ TEST_CASE("golden: the CUDA of the same softmax kernel, and blocks sized to the 
   CHECK(program.kernels[0].block == 32);
   CHECK(program.kernels[0].grid == 3);  // a block per row
   CHECK(program.kernels[0].source == R"(
-// kernel 0: reduction over [3, 8], reducing from dim 1; amax sub exp sum div
+// kernel 0: reduction over [3, 8], reducing from dim 1; amax sub exp sum div; reads 0.00 MB, writes 0.00 MB
 extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __restrict__ p0, float* __restrict__ s5) {
   __shared__ float shared1[33];
   __shared__ float shared4[33];

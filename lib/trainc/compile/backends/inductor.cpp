@@ -49,7 +49,8 @@ LibrarySource library_source(const codegen::RenderedProgram& rendered) {
   return source;
 }
 
-ProgramBuild plan_program(const ir::Graph& program, at::Device device) {
+// `name` ("forward", "backward") names a GPU program's kernels.
+ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std::string& name = "") {
   ProgramBuild build;
   build.graph = ir::sink_pointwise(ir::transpose_products(ir::slice_grads_to_concat(program)));
   ir::verify(build.graph);
@@ -64,7 +65,7 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device) {
     build.schedule = schedule_kernels(build.graph, copied.copies);
   }
   build.plan = plan_memory(build.graph, build.schedule);
-  build.rendered = device.is_cuda() ? codegen::render_cuda_kernels(build.graph, build.schedule)
+  build.rendered = device.is_cuda() ? codegen::render_cuda_kernels(build.graph, build.schedule, name)
                                     : codegen::render_cpp_kernels(build.graph, build.schedule);
   return build;
 }
@@ -162,8 +163,8 @@ std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, cons
 std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
                                                     const CompilerSettings& settings, at::Device device, const std::string& dump_prefix,
                                                     InductorReport& report) {
-  ProgramBuild forward = plan_program(programs.forward, device);
-  ProgramBuild backward = plan_program(programs.backward, device);
+  ProgramBuild forward = plan_program(programs.forward, device, "fwd");
+  ProgramBuild backward = plan_program(programs.backward, device, "bwd");
   ProgramBuild* builds[] = {&forward, &backward};
   const char* names[] = {"forward", "backward"};
   const std::string extension = device.is_cuda() ? ".cu" : ".cpp";

@@ -88,11 +88,12 @@ int reduction_block(int64_t columns) {
 
 class CudaKernelRenderer : KernelLayout {
  public:
-  CudaKernelRenderer(const ir::Graph& graph, const Schedule& schedule, int index) : KernelLayout(graph, schedule, index, kCudaSpelling) {}
+  CudaKernelRenderer(const ir::Graph& graph, const Schedule& schedule, int index, std::string symbol)
+      : KernelLayout(graph, schedule, index, kCudaSpelling), symbol_(std::move(symbol)) {}
 
   RenderedKernel render() {
     RenderedKernel result;
-    result.symbol = "trainc_kernel_" + std::to_string(index_);
+    result.symbol = symbol_;
     // 32-bit indices when every index fits, also one grid-stride step past the end (a loop
     // counter steps by at most kMaxGrid blocks of kPointwiseBlock threads before its test).
     index_type_ = index_extent() + kMaxGrid * kPointwiseBlock < (int64_t{1} << 31) ? "int" : "int64_t";
@@ -203,6 +204,7 @@ class CudaKernelRenderer : KernelLayout {
     out << "  }\n";
   }
 
+  std::string symbol_;
   std::string index_type_ = "int64_t";
 };
 
@@ -210,11 +212,13 @@ class CudaKernelRenderer : KernelLayout {
 
 const char* cuda_prelude() { return kPrelude; }
 
-RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule) {
+RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule, const std::string& program_name) {
   RenderedProgram program;
   program.prelude = kPrelude;
+  const std::string prefix = program_name.empty() ? "trainc_kernel_" : "trainc_kernel_" + program_name + "_";
   for (std::size_t k = 0; k < schedule.kernels.size(); ++k) {
-    program.kernels.push_back(CudaKernelRenderer(graph, schedule, static_cast<int>(k)).render());
+    const int index = static_cast<int>(k);
+    program.kernels.push_back(CudaKernelRenderer(graph, schedule, index, prefix + std::to_string(index)).render());
   }
   return program;
 }

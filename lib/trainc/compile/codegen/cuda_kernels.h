@@ -15,12 +15,16 @@
 // RenderedKernel::block and ::grid give the launch.
 #pragma once
 
+#include <string>
+
 #include "trainc/compile/codegen/kernel_layout.h"
 #include "trainc/compile/passes/fusion.h"
 
 namespace trainc::codegen {
 
-RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule);
+// Kernels are named trainc_kernel_<program_name>_<i> (trainc_kernel_<i> without a name), so a
+// profiler trace tells the forward's kernels from the backward's.
+RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule, const std::string& program_name = "");
 
 // What every generated CUDA source starts with (fixed-width types, math and bf16 helpers, block
 // reductions); hand-written kernels compiled through NVRTC use it too.

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "trainc/compile/passes/memory_plan.h"
+
 namespace trainc::codegen {
 
 using ir::DType;
@@ -95,6 +97,15 @@ std::string KernelLayout::describe() const {
   if (kernel_.has_reduction()) text << ", reducing from dim " << kernel_.reduce_from;
   text << ";";
   for (ValueId m : kernel_.members) text << " " << ir::op_name(graph_.node(m).op);
+  // What it moves at most (each base read whole, each store written once): a profile divides
+  // it by the kernel's time to see how near memory bandwidth the kernel runs.
+  const auto bytes = [&](ValueId v) { return graph_.type(v).numel() * dtype_bytes(graph_.type(v).dtype); };
+  int64_t read = 0, written = 0;
+  for (ValueId base : bases_) read += bytes(base);
+  for (ValueId store : kernel_.stores) written += bytes(store);
+  char moved[96];
+  std::snprintf(moved, sizeof moved, "; reads %.2f MB, writes %.2f MB", static_cast<double>(read) / 1e6, static_cast<double>(written) / 1e6);
+  text << moved;
   return text.str();
 }
 
