@@ -2,6 +2,8 @@
 // kernel and in what order the steps run (passes/fusion), how views compose into strided reads
 // (codegen/strided_access), which buffers share memory (passes/memory_plan), the rewrites that run
 // before fusion (sink_pointwise, slice_grads_to_concat), and the C++ a small kernel renders to.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "trainc/compile/codegen/cpp_kernels.h"
@@ -429,5 +431,42 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
   };
   const int64_t two_to_31 = int64_t{1} << 31, stride = 65536 * 256;
   CHECK_THAT(exp_over(two_to_31 - stride - 1), Contains("for (int e = "));
-  CHECK_THAT(exp_over(two_to_31 - stride), Contains("for (int64_t e = "));
+  CHECK_THAT(exp_over(two_to_31 - stride + 1), Contains("for (int64_t e = "));
+}
+
+TEST_CASE("CUDA pointwise kernels over rows of a multiple of 8 move contiguous bf16 and float32 operands 16 bytes at a time",
+          "[unit][fusion]") {
+  // y = bf16(x * scale + bias) over [64, 24]: x and y walk their rows, bias is read at the same
+  // column of every row (aligned too), scale is one float per row (a scalar load).
+  Graph g;
+  const ValueId x = g.add_input("x", f32({64, 24}));
+  const ValueId bias = g.add_input("bias", {DType::bf16, {24}});
+  const ValueId scale = g.add_input("scale", f32({64, 1}));
+  Attributes to_bf16;
+  to_bf16.dtype = DType::bf16;
+  const ValueId sum = g.add(Op::add, {g.add(Op::mul, {x, scale}), bias});
+  g.mark_output(g.add(Op::cast, {sum}, to_bf16));
+  const codegen::RenderedKernel kernel = codegen::render_cuda_kernels(g, schedule_kernels(g)).kernels.at(0);
+  CHECK(kernel.grid == 1);  // 64 * 24 / 8 threads
+  CHECK_THAT(kernel.source, Contains("for (int ev = blockIdx.x * 256 + threadIdx.x; ev < 192; ev += gridDim.x * 256)"));
+  CHECK_THAT(kernel.source, Contains("k_load8(p0 + o0 + jv, r0);"));  // x
+  CHECK_THAT(kernel.source, Contains("k_load8(p1 + ") && Contains("k_store8(s"));
+  CHECK_THAT(kernel.source, Contains("p2[o"));  // the per-row scale stays a scalar load
+  // x, bias and y need aligned pointers; scale does not.
+  std::vector<ValueId> aligned;
+  for (int a : kernel.aligned_arguments) aligned.push_back(kernel.arguments.at(static_cast<std::size_t>(a)));
+  std::sort(aligned.begin(), aligned.end());
+  CHECK(aligned == std::vector<ValueId>{x, bias, kernel.arguments.back()});
+  // Rows of 20 (not a multiple of 8): one element a thread, nothing aligned.
+  Graph odd;
+  odd.mark_output(odd.add(Op::exp, {odd.add_input("x", f32({64, 20}))}));
+  const codegen::RenderedKernel scalar = codegen::render_cuda_kernels(odd, schedule_kernels(odd)).kernels.at(0);
+  CHECK_THAT(scalar.source, Contains("for (int e = ") && !Contains("k_load8(p"));
+  CHECK(scalar.aligned_arguments.empty());
+  // A transposed read stays one element at a time; the kernel's other operands still vectorize.
+  Graph transposed;
+  const ValueId square = transposed.add_input("square", f32({16, 16}));
+  transposed.mark_output(transposed.add(Op::add, {square, transposed.add(Op::permute, {square}, ints({1, 0}))}));
+  const codegen::RenderedKernel mixed = codegen::render_cuda_kernels(transposed, schedule_kernels(transposed)).kernels.at(0);
+  CHECK_THAT(mixed.source, Contains("k_load8(p0 + ") && Contains("p0[o1 + j0 * 16]"));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace trainc::codegen {
@@ -44,6 +45,31 @@ K_DEVICE uint16_t k_bf16_store(float f) {
 }
 K_DEVICE float k_round_bf16(float f) { return k_bf16_load(k_bf16_store(f)); }
 
+// Eight consecutive values as 16-byte loads and stores (pointers 16-byte aligned).
+K_DEVICE void k_load8(const uint16_t* p, float* r) {  // bf16
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    r[2 * i] = __uint_as_float(w[i] << 16);
+    r[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+K_DEVICE void k_load8(const float* p, float* r) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  r[0] = a.x; r[1] = a.y; r[2] = a.z; r[3] = a.w; r[4] = b.x; r[5] = b.y; r[6] = b.z; r[7] = b.w;
+}
+K_DEVICE void k_store8(uint16_t* p, const float* r) {  // bf16
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = static_cast<uint32_t>(k_bf16_store(r[2 * i])) | (static_cast<uint32_t>(k_bf16_store(r[2 * i + 1])) << 16);
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+K_DEVICE void k_store8(float* p, const float* r) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(r[0], r[1], r[2], r[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(r[4], r[5], r[6], r[7]);
+}
+
 // Block-wide sum and maximum: a shuffle tree within each warp, then one over the warps' results.
 // `shared` holds 33 values; every thread of the block gets the result.
 template <typename T> K_DEVICE T k_warp_sum(T v) {
@@ -79,6 +105,9 @@ const TargetSpelling kCudaSpelling{"__int_as_float(0x7f800000)", "__longlong_as_
 
 constexpr int kPointwiseBlock = 256;
 constexpr int64_t kMaxGrid = 65536;  // blocks; grid-stride loops cover the rest
+// A vectorized pointwise kernel's thread computes this many consecutive elements of a row, and
+// moves each contiguous bf16 or float32 operand 16 bytes at a time.
+constexpr int kVectorWidth = 8;
 
 int reduction_block(int64_t columns) {
   int block = 32;
@@ -98,8 +127,10 @@ class CudaKernelRenderer : KernelLayout {
     // counter steps by at most kMaxGrid blocks of kPointwiseBlock threads before its test).
     index_type_ = index_extent() + kMaxGrid * kPointwiseBlock < (int64_t{1} << 31) ? "int" : "int64_t";
     const bool reduction = kernel_.has_reduction();
+    const bool vectorized = !reduction && plan_vector_accesses(result);
     result.block = reduction ? reduction_block(columns()) : kPointwiseBlock;
-    const int64_t work = reduction ? rows() : (rows() * columns() + kPointwiseBlock - 1) / kPointwiseBlock;
+    const int64_t threads = reduction ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
+    const int64_t work = reduction ? rows() : (threads + kPointwiseBlock - 1) / kPointwiseBlock;
     result.grid = std::max<int64_t>(1, std::min(work, kMaxGrid));
     record_arguments(result);
     std::ostringstream out;
@@ -108,6 +139,8 @@ class CudaKernelRenderer : KernelLayout {
         << parameters("__restrict__") << ") {\n";
     if (reduction) {
       reduction_body(out, result.block);
+    } else if (vectorized) {
+      vectorized_pointwise_body(out);
     } else {
       pointwise_body(out);
     }
@@ -151,6 +184,79 @@ class CudaKernelRenderer : KernelLayout {
       for (ValueId m : row_stores) store(out, indent + "  ", m, false);
       out << indent << "}\n";
     }
+    out << "  }\n";
+  }
+
+  // A pointwise kernel over rows whose length is a multiple of kVectorWidth, without per-row
+  // stores, moves each operand that walks its row contiguously (bf16 or float32, at an offset that
+  // keeps 16-byte alignment in every row) kVectorWidth values at a time. Chooses those accesses
+  // (register_reads_, vector_stores_) and records the arguments that need aligned pointers;
+  // false when there is no such operand, or the kernel does not qualify.
+  bool plan_vector_accesses(RenderedKernel& kernel) {
+    if (columns() % kVectorWidth != 0 || column_sizes_.size() != 1 || !stores_of(KernelRole::row).empty()) return false;
+    const auto vectorizable = [&](int a) {
+      const ir::DType dtype = graph_.type(accesses_[static_cast<std::size_t>(a)].base).dtype;
+      if (dtype != ir::DType::bf16 && dtype != ir::DType::f32) return false;
+      if (column_strides_[static_cast<std::size_t>(a)][0] != 1 || accesses_[static_cast<std::size_t>(a)].offset % kVectorWidth != 0) return false;
+      for (int64_t stride : row_strides_[static_cast<std::size_t>(a)]) {
+        if (stride % kVectorWidth != 0) return false;
+      }
+      return true;
+    };
+    std::set<ValueId> aligned;
+    for (const auto& [m, ops] : operands_) {
+      for (const Operand& op : ops) {
+        if (op.member >= 0) continue;
+        const ir::Op base_op = graph_.node(accesses_[static_cast<std::size_t>(op.access)].base).op;
+        if (base_op == Op::constant || base_op == Op::iota || !vectorizable(op.access) || register_reads_.count(op.access)) continue;
+        register_reads_[op.access] = "r" + std::to_string(op.access) + "[u]";
+        aligned.insert(accesses_[static_cast<std::size_t>(op.access)].base);
+      }
+    }
+    for (ValueId m : kernel_.stores) {
+      if (vectorizable(store_access_.at(m))) {
+        vector_stores_.insert(m);
+        aligned.insert(m);
+      }
+    }
+    if (register_reads_.empty() && vector_stores_.empty()) return false;
+    std::vector<ValueId> arguments = bases_;
+    arguments.insert(arguments.end(), kernel_.stores.begin(), kernel_.stores.end());
+    for (std::size_t a = 0; a < arguments.size(); ++a) {
+      if (aligned.count(arguments[a])) kernel.aligned_arguments.push_back(static_cast<int>(a));
+    }
+    return true;
+  }
+
+  void vectorized_pointwise_body(std::ostream& out) const {
+    const std::string t = index_type_, w = std::to_string(kVectorWidth);
+    out << "  for (" << t << " ev = blockIdx.x * " << kPointwiseBlock << " + threadIdx.x; ev < " << rows() * columns() / kVectorWidth
+        << "; ev += gridDim.x * " << kPointwiseBlock << ") {\n";
+    const std::string indent = "    ", inner = "      ";
+    out << indent << "const " << t << " o = ev / " << columns() / kVectorWidth << ";\n";
+    out << indent << "const " << t << " jv = (ev - o * " << columns() / kVectorWidth << ") * " << w << ";\n";
+    emit_row_offsets(out, indent, "o", t);
+    int last_stage = 0;
+    emit_row_values(out, indent, stages(last_stage), 0);
+    for (const auto& [a, spelling] : register_reads_) {
+      out << indent << "float r" << a << "[" << w << "];\n";
+      out << indent << "k_load8(" << pointer(accesses_[static_cast<std::size_t>(a)].base) << " + o" << a << " + jv, r" << a << ");\n";
+    }
+    for (ValueId m : vector_stores_) out << indent << "float w" << m << "[" << w << "];\n";
+    out << indent << "#pragma unroll\n";
+    out << indent << "for (int u = 0; u < " << w << "; ++u) {\n";
+    out << inner << "const " << t << " j0 = jv + u;\n";
+    const std::vector<ValueId> element_stores = stores_of(KernelRole::element);
+    emit_elements(out, inner, element_closure(element_stores));
+    for (ValueId m : element_stores) {
+      if (vector_stores_.count(m)) {
+        out << inner << "w" << m << "[u] = v" << m << ";\n";
+      } else {
+        store(out, inner, m, true);
+      }
+    }
+    out << indent << "}\n";
+    for (ValueId m : vector_stores_) out << indent << "k_store8(s" << m << " + o" << store_access_.at(m) << " + jv, w" << m << ");\n";
     out << "  }\n";
   }
 
@@ -206,6 +312,7 @@ class CudaKernelRenderer : KernelLayout {
 
   std::string symbol_;
   std::string index_type_ = "int64_t";
+  std::set<ValueId> vector_stores_;  // stored kVectorWidth values at a time
 };
 
 }  // namespace

@@ -248,6 +248,10 @@ std::string KernelLayout::index(int a, bool in_columns) const {
 
 std::string KernelLayout::read(const Operand& operand, bool in_columns) const {
   if (operand.member >= 0) return "v" + std::to_string(operand.member);
+  if (in_columns) {
+    const auto loaded = register_reads_.find(operand.access);
+    if (loaded != register_reads_.end()) return loaded->second;
+  }
   const DomainAccess& access = accesses_[static_cast<std::size_t>(operand.access)];
   const ir::Node& base = graph_.node(access.base);
   const DType dtype = graph_.type(operand.value).dtype;

@@ -24,6 +24,9 @@ struct RenderedKernel {
   std::string source;                   // the function's definition
   std::vector<ir::ValueId> arguments;   // the values read (contiguous bases), then the values stored
   int reads = 0;                        // how many of `arguments` are read
+  // Arguments (positions in `arguments`) the kernel reads or writes 16 bytes at a time: their
+  // data pointers must be 16-byte aligned.
+  std::vector<int> aligned_arguments;
   // CUDA only: the launch (threads per block, and blocks).
   int block = 0;
   int64_t grid = 0;
@@ -108,6 +111,9 @@ class KernelLayout {
   std::vector<ir::ValueId> bases_;
   std::vector<int64_t> row_sizes_, column_sizes_;
   std::vector<std::vector<int64_t>> row_strides_, column_strides_;  // per access, per dimension
+  // Accesses a renderer has loaded into registers ahead of the expressions: read() gives the
+  // register's spelling instead of a load (CUDA's vectorized pointwise kernels).
+  std::map<int, std::string> register_reads_;
 
  private:
   int add_access(DomainAccess access, bool read = true);

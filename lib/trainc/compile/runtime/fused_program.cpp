@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -19,6 +20,9 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
   for (const codegen::RenderedKernel& kernel : rendered.kernels) {
     arguments_.push_back(kernel.arguments);
     reads_.push_back(kernel.reads);
+    std::vector<bool> aligned(kernel.arguments.size(), false);
+    for (int a : kernel.aligned_arguments) aligned[static_cast<std::size_t>(a)] = true;
+    aligned_.push_back(std::move(aligned));
   }
   // Release each value after the last step that reads it (through views too); outputs stay.
   const auto n = static_cast<std::size_t>(graph_.size());
@@ -143,12 +147,16 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
           const at::Tensor& tensor = value(values, id);
           TRAINC_CHECK(tensor.scalar_type() == ir::to_scalar_type(type.dtype), "kernel argument of the wrong dtype");
           held.push_back(tensor.is_contiguous() ? tensor : tensor.contiguous());
+          // A kernel that loads 16 bytes at a time gets a fresh (aligned) copy of a view that
+          // starts inside an element group.
+          if (aligned_[k][a] && reinterpret_cast<std::uintptr_t>(held.back().data_ptr()) % 16 != 0) held.back() = held.back().clone();
         } else {
           const int slot = plan_.slot_of[static_cast<std::size_t>(id)];
           const auto options = at::TensorOptions().dtype(ir::to_scalar_type(type.dtype)).device(device_);
           at::Tensor out = slot >= 0 ? at::from_blob(arena_[static_cast<std::size_t>(slot)].data_ptr(), type.shape, options)
                                      : at::empty(type.shape, options);
           values[static_cast<std::size_t>(id)] = out;
+          TRAINC_CHECK(!aligned_[k][a] || reinterpret_cast<std::uintptr_t>(out.data_ptr()) % 16 == 0, "a kernel's store is not 16-byte aligned");
           held.push_back(out);
         }
         pointers.push_back(held.back().data_ptr());

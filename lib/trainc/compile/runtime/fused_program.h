@@ -49,6 +49,7 @@ class FusedProgram {
   at::Device device_;
   std::vector<std::vector<ir::ValueId>> arguments_;  // per kernel: bases read, then stores
   std::vector<int> reads_;                           // per kernel
+  std::vector<std::vector<bool>> aligned_;           // per kernel, per argument: needs a 16-byte aligned pointer
   std::vector<std::vector<ir::ValueId>> release_;    // per step: values no later step reads
   std::vector<at::Tensor> arena_;                    // per slot, allocated on the first run
   std::vector<std::string> step_labels_;             // per step, when profiling
