@@ -81,6 +81,22 @@ def main():
         print(f"  {us / args.steps / 1000:8.3f} ms  {calls[kind] / args.steps:6.1f}x  {kind}")
     print("largest per step:")
     headers = kernel_headers(args.sources)
+    if headers:
+        # Generated kernels doing the same work (one per layer) summed: where the kernels' time goes.
+        work_us = collections.Counter()
+        work_calls = collections.Counter()
+        work_bytes = collections.Counter()
+        for name, us in time_us.items():
+            if name in headers:
+                description, moved = headers[name]
+                work = description.split(": ", 1)[-1]
+                work_us[work] += us
+                work_calls[work] += count[name]
+                work_bytes[work] += (moved or 0) * count[name]
+        print("generated kernels by work (same domain and ops summed):")
+        for work, us in work_us.most_common(args.top):
+            print(f"  {us / args.steps / 1000:8.3f} ms  {work_calls[work] / args.steps:6.1f}x  "
+                  f"{work_bytes[work] / (us * 1e-6) / 1e12:5.2f} TB/s  {work[:220]}")
     for name, us in time_us.most_common(args.top):
         line = f"  {us / args.steps / 1000:8.3f} ms  {count[name] / args.steps:6.1f}x  {name[:120]}"
         if name in headers:

@@ -377,6 +377,7 @@ TEST_CASE("golden: the CUDA of the same softmax kernel, and blocks sized to the 
   CHECK(program.kernels[0].arguments == std::vector<ValueId>{0, 5});
   CHECK(program.kernels[0].block == 32);
   CHECK(program.kernels[0].grid == 3);  // a block per row
+  // Rows of 8 floats: each pass loads its row 16 bytes at a time (see the next test case).
   CHECK(program.kernels[0].source == R"(
 // kernel 0: reduction over [3, 8], reducing from dim 1; amax sub exp sum div; reads 0.00 MB, writes 0.00 MB
 extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __restrict__ p0, float* __restrict__ s5) {
@@ -387,41 +388,63 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
     const int o0 = 0 + i0 * 8;
     const int o1 = 0 + i0 * 8;
     float acc1 = (-__int_as_float(0x7f800000));
-    for (int column = threadIdx.x; column < 8; column += 32) {
-      const int j0 = column;
-      acc1 = p0[o0 + j0] > acc1 ? p0[o0 + j0] : acc1;
+    for (int cv = threadIdx.x; cv < 1; cv += 32) {
+      const int jv = cv * 8;
+      float r0[8];
+      k_load8(p0 + o0 + jv, r0);
+      #pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int j0 = jv + u;
+        acc1 = r0[u] > acc1 ? r0[u] : acc1;
+      }
     }
     const float v1 = k_block_reduce<false>(acc1, (-__int_as_float(0x7f800000)), shared1);
     float acc4 = float(0);
-    for (int column = threadIdx.x; column < 8; column += 32) {
-      const int j0 = column;
-      const float v2 = (p0[o0 + j0] - v1);
-      const float v3 = k_exp(v2);
-      acc4 += v3;
+    for (int cv = threadIdx.x; cv < 1; cv += 32) {
+      const int jv = cv * 8;
+      float r0[8];
+      k_load8(p0 + o0 + jv, r0);
+      #pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int j0 = jv + u;
+        const float v2 = (r0[u] - v1);
+        const float v3 = k_exp(v2);
+        acc4 += v3;
+      }
     }
     const float v4 = k_block_reduce<true>(acc4, float(0), shared4);
-    for (int column = threadIdx.x; column < 8; column += 32) {
-      const int j0 = column;
-      const float v2 = (p0[o0 + j0] - v1);
-      const float v3 = k_exp(v2);
-      const float v5 = (v3 / v4);
-      s5[o1 + j0] = v5;
+    for (int cv = threadIdx.x; cv < 1; cv += 32) {
+      const int jv = cv * 8;
+      float r0[8];
+      k_load8(p0 + o0 + jv, r0);
+      float w5[8];
+      #pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int j0 = jv + u;
+        const float v2 = (r0[u] - v1);
+        const float v3 = k_exp(v2);
+        const float v5 = (v3 / v4);
+        w5[u] = v5;
+      }
+      k_store8(s5 + o1 + jv, w5);
     }
   }
 }
 )");
   CHECK_THAT(program.text(), Contains("k_bf16_store") && Contains("__shfl_xor_sync"));
-  // A quarter of the row's columns per thread, rounded up to a power of two, within 32..1024.
-  const Graph layer = softmax(16, 768), vocabulary = softmax(2, 50257);
-  CHECK(codegen::render_cuda_kernels(layer, schedule_kernels(layer)).kernels[0].block == 256);
+  // Blocks: a power of two within 32..1024, four columns a thread, or two groups of 8 columns
+  // when the row is loaded 16 bytes at a time.
+  const Graph layer = softmax(16, 768), odd_layer = softmax(16, 770), vocabulary = softmax(2, 50257);
+  CHECK(codegen::render_cuda_kernels(layer, schedule_kernels(layer)).kernels[0].block == 64);
+  CHECK(codegen::render_cuda_kernels(odd_layer, schedule_kernels(odd_layer)).kernels[0].block == 256);
   CHECK(codegen::render_cuda_kernels(vocabulary, schedule_kernels(vocabulary)).kernels[0].block == 1024);
   // Pointwise kernels: 256 threads a block, a block per 256 elements.
   Graph pointwise;
-  pointwise.mark_output(pointwise.add(Op::exp, {pointwise.add_input("x", f32({10, 100}))}));
+  pointwise.mark_output(pointwise.add(Op::exp, {pointwise.add_input("x", f32({10, 99}))}));
   const codegen::RenderedKernel exp_kernel = codegen::render_cuda_kernels(pointwise, schedule_kernels(pointwise)).kernels[0];
   CHECK(exp_kernel.block == 256);
-  CHECK(exp_kernel.grid == 4);
-  CHECK_THAT(exp_kernel.source, Contains("for (int e = blockIdx.x * 256 + threadIdx.x; e < 1000; e += gridDim.x * 256)"));
+  CHECK(exp_kernel.grid == 4);  // 990 elements, not a multiple of 8: one a thread
+  CHECK_THAT(exp_kernel.source, Contains("for (int e = blockIdx.x * 256 + threadIdx.x; e < 990; e += gridDim.x * 256)"));
   // 32-bit indices only while a loop counter one grid-stride step (65536 blocks of 256) past the
   // last element still fits.
   const auto exp_over = [](int64_t n) {
@@ -436,16 +459,13 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
 
 TEST_CASE("CUDA pointwise kernels over rows of a multiple of 8 move contiguous bf16 and float32 operands 16 bytes at a time",
           "[unit][fusion]") {
-  // y = bf16(x * scale + bias) over [64, 24]: x and y walk their rows, bias is read at the same
-  // column of every row (aligned too), scale is one float per row (a scalar load).
+  // y = x * scale + bias over [64, 24], bf16: x and y walk their rows, bias is read at the same
+  // column of every row (aligned too), scale is one value per row (a scalar load).
   Graph g;
-  const ValueId x = g.add_input("x", f32({64, 24}));
+  const ValueId x = g.add_input("x", {DType::bf16, {64, 24}});
   const ValueId bias = g.add_input("bias", {DType::bf16, {24}});
-  const ValueId scale = g.add_input("scale", f32({64, 1}));
-  Attributes to_bf16;
-  to_bf16.dtype = DType::bf16;
-  const ValueId sum = g.add(Op::add, {g.add(Op::mul, {x, scale}), bias});
-  g.mark_output(g.add(Op::cast, {sum}, to_bf16));
+  const ValueId scale = g.add_input("scale", {DType::bf16, {64, 1}});
+  g.mark_output(g.add(Op::add, {g.add(Op::mul, {x, scale}), bias}));
   const codegen::RenderedKernel kernel = codegen::render_cuda_kernels(g, schedule_kernels(g)).kernels.at(0);
   CHECK(kernel.grid == 1);  // 64 * 24 / 8 threads
   CHECK_THAT(kernel.source, Contains("for (int ev = blockIdx.x * 256 + threadIdx.x; ev < 192; ev += gridDim.x * 256)"));
@@ -457,9 +477,10 @@ TEST_CASE("CUDA pointwise kernels over rows of a multiple of 8 move contiguous b
   for (int a : kernel.aligned_arguments) aligned.push_back(kernel.arguments.at(static_cast<std::size_t>(a)));
   std::sort(aligned.begin(), aligned.end());
   CHECK(aligned == std::vector<ValueId>{x, bias, kernel.arguments.back()});
-  // Rows of 20 (not a multiple of 8): one element a thread, nothing aligned.
+  // 45 elements (contiguous dimensions merge into one row, not a multiple of 8): one element a
+  // thread, nothing aligned.
   Graph odd;
-  odd.mark_output(odd.add(Op::exp, {odd.add_input("x", f32({64, 20}))}));
+  odd.mark_output(odd.add(Op::exp, {odd.add_input("x", f32({5, 9}))}));
   const codegen::RenderedKernel scalar = codegen::render_cuda_kernels(odd, schedule_kernels(odd)).kernels.at(0);
   CHECK_THAT(scalar.source, Contains("for (int e = ") && !Contains("k_load8(p"));
   CHECK(scalar.aligned_arguments.empty());

@@ -109,9 +109,11 @@ constexpr int64_t kMaxGrid = 65536;  // blocks; grid-stride loops cover the rest
 // moves each contiguous bf16 or float32 operand 16 bytes at a time.
 constexpr int kVectorWidth = 8;
 
-int reduction_block(int64_t columns) {
+// Threads for a row of `units` (columns, or groups of kVectorWidth columns): about `per_thread`
+// units each, a power of two between 32 and 1024.
+int reduction_block(int64_t units, int per_thread) {
   int block = 32;
-  while (block < 1024 && block * 4 < columns) block *= 2;
+  while (block < 1024 && block * per_thread < units) block *= 2;
   return block;
 }
 
@@ -127,8 +129,10 @@ class CudaKernelRenderer : KernelLayout {
     // counter steps by at most kMaxGrid blocks of kPointwiseBlock threads before its test).
     index_type_ = index_extent() + kMaxGrid * kPointwiseBlock < (int64_t{1} << 31) ? "int" : "int64_t";
     const bool reduction = kernel_.has_reduction();
-    const bool vectorized = !reduction && plan_vector_accesses(result);
-    result.block = reduction ? reduction_block(columns()) : kPointwiseBlock;
+    const bool vectorized = plan_vector_accesses(result);
+    // A reduction's block is sized to the row: four columns a thread, or two groups of
+    // kVectorWidth (a GPT-2 row of 768 gets 256 threads, or 64 threads of 16-byte loads).
+    result.block = reduction ? (vectorized ? reduction_block(columns() / kVectorWidth, 2) : reduction_block(columns(), 4)) : kPointwiseBlock;
     const int64_t threads = reduction ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
     const int64_t work = reduction ? rows() : (threads + kPointwiseBlock - 1) / kPointwiseBlock;
     result.grid = std::max<int64_t>(1, std::min(work, kMaxGrid));
@@ -138,7 +142,7 @@ class CudaKernelRenderer : KernelLayout {
     out << "extern \"C\" __global__ void __launch_bounds__(" << result.block << ") " << result.symbol << "("
         << parameters("__restrict__") << ") {\n";
     if (reduction) {
-      reduction_body(out, result.block);
+      reduction_body(out, result.block, vectorized);
     } else if (vectorized) {
       vectorized_pointwise_body(out);
     } else {
@@ -187,13 +191,14 @@ class CudaKernelRenderer : KernelLayout {
     out << "  }\n";
   }
 
-  // A pointwise kernel over rows whose length is a multiple of kVectorWidth, without per-row
-  // stores, moves each operand that walks its row contiguously (bf16 or float32, at an offset that
-  // keeps 16-byte alignment in every row) kVectorWidth values at a time. Chooses those accesses
-  // (register_reads_, vector_stores_) and records the arguments that need aligned pointers;
-  // false when there is no such operand, or the kernel does not qualify.
+  // A kernel over rows whose length is a multiple of kVectorWidth (a pointwise one without
+  // per-row stores) moves each operand that walks its row contiguously (bf16 or float32, at an
+  // offset that keeps 16-byte alignment in every row) kVectorWidth values at a time. Chooses those
+  // accesses (register_reads_, vector_stores_) and records the arguments that need aligned
+  // pointers; false when there is no such operand, or the kernel does not qualify.
   bool plan_vector_accesses(RenderedKernel& kernel) {
-    if (columns() % kVectorWidth != 0 || column_sizes_.size() != 1 || !stores_of(KernelRole::row).empty()) return false;
+    if (columns() % kVectorWidth != 0 || column_sizes_.size() != 1) return false;
+    if (!kernel_.has_reduction() && !stores_of(KernelRole::row).empty()) return false;
     const auto vectorizable = [&](int a) {
       const ir::DType dtype = graph_.type(accesses_[static_cast<std::size_t>(a)].base).dtype;
       if (dtype != ir::DType::bf16 && dtype != ir::DType::f32) return false;
@@ -238,16 +243,14 @@ class CudaKernelRenderer : KernelLayout {
     emit_row_offsets(out, indent, "o", t);
     int last_stage = 0;
     emit_row_values(out, indent, stages(last_stage), 0);
-    for (const auto& [a, spelling] : register_reads_) {
-      out << indent << "float r" << a << "[" << w << "];\n";
-      out << indent << "k_load8(" << pointer(accesses_[static_cast<std::size_t>(a)].base) << " + o" << a << " + jv, r" << a << ");\n";
-    }
+    const std::vector<ValueId> element_stores = stores_of(KernelRole::element);
+    const std::vector<ValueId> members = element_closure(element_stores);
+    emit_vector_loads(out, indent, vector_loads(members, {}));
     for (ValueId m : vector_stores_) out << indent << "float w" << m << "[" << w << "];\n";
     out << indent << "#pragma unroll\n";
     out << indent << "for (int u = 0; u < " << w << "; ++u) {\n";
     out << inner << "const " << t << " j0 = jv + u;\n";
-    const std::vector<ValueId> element_stores = stores_of(KernelRole::element);
-    emit_elements(out, inner, element_closure(element_stores));
+    emit_elements(out, inner, members);
     for (ValueId m : element_stores) {
       if (vector_stores_.count(m)) {
         out << inner << "w" << m << "[u] = v" << m << ";\n";
@@ -260,7 +263,27 @@ class CudaKernelRenderer : KernelLayout {
     out << "  }\n";
   }
 
-  void reduction_body(std::ostream& out, int block) const {
+  // The accesses loaded into registers that `members` (element members) and `reductions` read.
+  std::vector<int> vector_loads(const std::vector<ValueId>& members, const std::vector<ValueId>& reductions) const {
+    std::set<int> used;
+    const auto note = [&](const Operand& op) {
+      if (op.member < 0 && register_reads_.count(op.access)) used.insert(op.access);
+    };
+    for (ValueId m : members) {
+      for (const Operand& op : operands_.at(m)) note(op);
+    }
+    for (ValueId r : reductions) note(operands_.at(r)[0]);
+    return {used.begin(), used.end()};
+  }
+
+  void emit_vector_loads(std::ostream& out, const std::string& indent, const std::vector<int>& loads) const {
+    for (int a : loads) {
+      out << indent << "float r" << a << "[" << kVectorWidth << "];\n";
+      out << indent << "k_load8(" << pointer(accesses_[static_cast<std::size_t>(a)].base) << " + o" << a << " + jv, r" << a << ");\n";
+    }
+  }
+
+  void reduction_body(std::ostream& out, int block, bool vectorized) const {
     const std::string t = index_type_;
     int last_stage = 0;
     const std::map<ValueId, int> stage = stages(last_stage);
@@ -273,9 +296,34 @@ class CudaKernelRenderer : KernelLayout {
     const std::string indent = "    ", inner = "      ";
     emit_row_offsets(out, indent, "o", t);
     emit_row_values(out, indent, stage, 0);
-    const auto open_columns = [&] {
-      out << indent << "for (" << t << " column = threadIdx.x; column < " << columns() << "; column += " << block << ") {\n";
-      emit_column_indices(out, inner, "column");
+    // A pass over the row's columns: one column a thread at a time, or (vectorized) a group of
+    // kVectorWidth, its operands loaded first and the group's elements computed in an unrolled loop.
+    const std::string body = vectorized ? inner + "  " : inner;
+    const auto open_columns = [&](const std::vector<ValueId>& members, const std::vector<ValueId>& reductions,
+                                  const std::vector<ValueId>& stores) {
+      if (!vectorized) {
+        out << indent << "for (" << t << " column = threadIdx.x; column < " << columns() << "; column += " << block << ") {\n";
+        emit_column_indices(out, inner, "column");
+        return;
+      }
+      out << indent << "for (" << t << " cv = threadIdx.x; cv < " << columns() / kVectorWidth << "; cv += " << block << ") {\n";
+      out << inner << "const " << t << " jv = cv * " << kVectorWidth << ";\n";
+      emit_vector_loads(out, inner, vector_loads(members, reductions));
+      for (ValueId m : stores) {
+        if (vector_stores_.count(m)) out << inner << "float w" << m << "[" << kVectorWidth << "];\n";
+      }
+      out << inner << "#pragma unroll\n";
+      out << inner << "for (int u = 0; u < " << kVectorWidth << "; ++u) {\n";
+      out << body << "const " << t << " j0 = jv + u;\n";
+    };
+    const auto close_columns = [&](const std::vector<ValueId>& stores) {
+      if (vectorized) {
+        out << inner << "}\n";
+        for (ValueId m : stores) {
+          if (vector_stores_.count(m)) out << inner << "k_store8(s" << m << " + o" << store_access_.at(m) << " + jv, w" << m << ");\n";
+        }
+      }
+      out << indent << "}\n";
     };
     for (int s = 1; s <= last_stage; ++s) {
       const std::vector<ValueId> reductions = reductions_in_stage(stage, s);
@@ -284,10 +332,11 @@ class CudaKernelRenderer : KernelLayout {
         inputs.push_back(graph_.node(r).inputs[0]);
         out << indent << compute_type(graph_.type(r).dtype) << " acc" << r << " = " << identity(r) << ";\n";
       }
-      open_columns();
-      emit_elements(out, inner, element_closure(inputs));
-      for (ValueId r : reductions) out << inner << accumulate(r) << "\n";
-      out << indent << "}\n";
+      const std::vector<ValueId> members = element_closure(inputs);
+      open_columns(members, reductions, {});
+      emit_elements(out, body, members);
+      for (ValueId r : reductions) out << body << accumulate(r) << "\n";
+      close_columns({});
       for (ValueId r : reductions) {
         out << indent << "const " << compute_type(graph_.type(r).dtype) << " v" << r << " = k_block_reduce<"
             << (graph_.node(r).op == Op::sum ? "true" : "false") << ">(acc" << r << ", " << identity(r) << ", shared" << r << ");\n";
@@ -296,10 +345,17 @@ class CudaKernelRenderer : KernelLayout {
     }
     const std::vector<ValueId> element_stores = stores_of(KernelRole::element);
     if (!element_stores.empty()) {
-      open_columns();
-      emit_elements(out, inner, element_closure(element_stores));
-      for (ValueId m : element_stores) store(out, inner, m, true);
-      out << indent << "}\n";
+      const std::vector<ValueId> members = element_closure(element_stores);
+      open_columns(members, {}, element_stores);
+      emit_elements(out, body, members);
+      for (ValueId m : element_stores) {
+        if (vector_stores_.count(m)) {
+          out << body << "w" << m << "[u] = v" << m << ";\n";
+        } else {
+          store(out, body, m, true);
+        }
+      }
+      close_columns(element_stores);
     }
     const std::vector<ValueId> row_stores = stores_of(KernelRole::row);
     if (!row_stores.empty()) {

@@ -7,7 +7,14 @@
 //   - reductions: one block per row (grid-stride over rows); its threads stride over the row's
 //     columns, and each reduction ends in a warp-shuffle tree and one across the block's warps.
 //     The block is sized to the row: a quarter of its columns, rounded up to a power of two,
-//     between 32 and 1024 threads.
+//     between 32 and 1024 threads;
+//   - vectorized: when a kernel's rows are a multiple of 8 long (pointwise: without per-row
+//     stores), a thread takes 8 consecutive columns at a time: each bf16 or float32 operand that
+//     walks the row contiguously from an aligned offset is loaded 16 bytes at a time into
+//     registers, the 8 elements are computed in an unrolled loop, and such stores are written 16
+//     bytes at a time (other operands: one element at a time, as before). A reduction's block is
+//     then sized to two groups of 8 a thread. RenderedKernel::aligned_arguments lists the
+//     pointers this needs 16-byte aligned; the runtime copies a misaligned view first.
 // Shapes, strides and offsets are constants in the source; indices are 32-bit where every access
 // fits, 64-bit otherwise. bf16 values are loaded to float and rounded to nearest-even when
 // stored; sums and maxima accumulate in float (double for float64), as on the CPU.
