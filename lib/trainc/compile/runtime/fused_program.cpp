@@ -94,6 +94,20 @@ FusedProgram::~FusedProgram() {
     std::fprintf(stderr, "  %8.3f s  %5.1f%%  %s\n", step_seconds_[order[i]], 100.0 * step_seconds_[order[i]] / total,
                  step_labels_[order[i]].c_str());
   }
+  // The same ATen call once per layer adds up where no single call shows: totals per label.
+  std::map<std::string, std::pair<double, int>> by_label;
+  for (std::size_t i = 0; i < step_labels_.size(); ++i) {
+    if (step_labels_[i].rfind("aten ", 0) != 0) continue;
+    by_label[step_labels_[i]].first += step_seconds_[i];
+    ++by_label[step_labels_[i]].second;
+  }
+  std::vector<std::pair<double, std::string>> labels;
+  for (const auto& [label, seconds_and_count] : by_label) labels.emplace_back(seconds_and_count.first, label);
+  std::sort(labels.rbegin(), labels.rend());
+  std::fprintf(stderr, "profile: ATen calls by kind and result:\n");
+  for (std::size_t i = 0; i < std::min<std::size_t>(labels.size(), 25); ++i) {
+    std::fprintf(stderr, "  %8.3f s  %4dx  %s\n", labels[i].first, by_label[labels[i].second].second, labels[i].second.c_str());
+  }
 }
 
 const at::Tensor& FusedProgram::value(std::vector<at::Tensor>& values, ir::ValueId id) const {
