@@ -63,6 +63,10 @@ std::vector<OpRow> rows() {
          return std::vector<at::Tensor>{rn({2, 4, 5}, d), rn({5, 3}, d), rn({3}, d)};
        },
        [](V x) { return torch::matmul(torch::matmul(x[0], x[1]), x[2]); }},
+      // A bias added to a 3-D product that nothing else reads (a linear layer as LibTorch 2.x
+      // traces it): one matmul_bias, the bias in the GEMM's epilogue.
+      {"matmul then a bias add", {}, [](at::ScalarType d) { return std::vector<at::Tensor>{rn({2, 4, 5}, d), rn({5, 3}, d), rn({3}, d)}; },
+       [](V x) { return torch::matmul(x[0], x[1]) + x[2]; }, 1e-5, {}, "matmul_bias"},
       {"add, sub, rsub with alpha and broadcasting", {"aten::add", "aten::sub", "aten::rsub"}, two({3, 1}, {4}),
        [](V x) { return torch::rsub(torch::sub(torch::add(x[0], x[1], 0.5), x[1] * x[1], 2.0), x[0], 3.0) + 1.5; }},
       {"mul, div, neg", {"aten::mul", "aten::div", "aten::neg"}, [](at::ScalarType d) {

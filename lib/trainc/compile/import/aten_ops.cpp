@@ -66,6 +66,15 @@ Builder add_sub(Op op, bool reversed) {
     ValueId b = c.operand(arg(n, 1), dtype);
     if (reversed) std::swap(a, b);
     const double alpha = n.inputs().size() > 2 ? c.double_arg(arg(n, 2)) : 1.0;
+    // A bias added to a product nothing else reads (how a linear layer over a 3-D input traces:
+    // matmul, then add) is the GEMM's own bias: one matmul_bias, its bias added in the GEMM's
+    // epilogue (ATen's addmm), instead of a kernel that reads and writes the whole product again.
+    const ir::Node& product = c.graph().node(a);
+    if (op == Op::add && !reversed && alpha == 1.0 && arg(n, 0)->uses().size() == 1 && product.op == Op::matmul &&
+        c.type(product.inputs[1]).rank() == 2 && c.type(b).rank() == 1 && c.type(b).shape[0] == c.type(a).shape.back() &&
+        c.type(b).dtype == c.type(a).dtype) {
+      return {c.add(Op::matmul_bias, {product.inputs[0], product.inputs[1], b})};
+    }
     if (alpha != 1.0) b = c.binary(Op::mul, b, c.scalar(alpha, dtype));
     return {c.binary(op, a, b)};
   };
