@@ -380,14 +380,14 @@ TEST_CASE("golden: the CUDA of the same softmax kernel, and blocks sized to the 
   // Rows of 8 floats: each pass loads its row 16 bytes at a time (see the next test case).
   CHECK(program.kernels[0].source == R"(
 // kernel 0: reduction over [3, 8], reducing from dim 1; amax sub exp sum div; reads 0.00 MB, writes 0.00 MB
-extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __restrict__ p0, float* __restrict__ s5) {
-  __shared__ float shared1[33];
-  __shared__ float shared4[33];
+extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __restrict__ p0, float* __restrict__ s1) {
+  __shared__ float shared2[33];
+  __shared__ float shared3[33];
   for (int o = blockIdx.x; o < 3; o += gridDim.x) {
     const int i0 = (o / 1) % 3;
     const int o0 = 0 + i0 * 8;
     const int o1 = 0 + i0 * 8;
-    float acc1 = (-__int_as_float(0x7f800000));
+    float acc2 = (-__int_as_float(0x7f800000));
     for (int cv = threadIdx.x; cv < 1; cv += 32) {
       const int jv = cv * 8;
       float r0[8];
@@ -395,11 +395,11 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
       #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int j0 = jv + u;
-        acc1 = r0[u] > acc1 ? r0[u] : acc1;
+        acc2 = r0[u] > acc2 ? r0[u] : acc2;
       }
     }
-    const float v1 = k_block_reduce<false>(acc1, (-__int_as_float(0x7f800000)), shared1);
-    float acc4 = float(0);
+    const float v2 = k_block_reduce<false>(acc2, (-__int_as_float(0x7f800000)), shared2);
+    float acc3 = float(0);
     for (int cv = threadIdx.x; cv < 1; cv += 32) {
       const int jv = cv * 8;
       float r0[8];
@@ -407,26 +407,26 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
       #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int j0 = jv + u;
-        const float v2 = (r0[u] - v1);
-        const float v3 = k_exp(v2);
-        acc4 += v3;
+        const float v4 = (r0[u] - v2);
+        const float v5 = k_exp(v4);
+        acc3 += v5;
       }
     }
-    const float v4 = k_block_reduce<true>(acc4, float(0), shared4);
+    const float v3 = k_block_reduce<true>(acc3, float(0), shared3);
     for (int cv = threadIdx.x; cv < 1; cv += 32) {
       const int jv = cv * 8;
       float r0[8];
       k_load8(p0 + o0 + jv, r0);
-      float w5[8];
+      float w1[8];
       #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int j0 = jv + u;
-        const float v2 = (r0[u] - v1);
-        const float v3 = k_exp(v2);
-        const float v5 = (v3 / v4);
-        w5[u] = v5;
+        const float v4 = (r0[u] - v2);
+        const float v5 = k_exp(v4);
+        const float v1 = (v5 / v3);
+        w1[u] = v1;
       }
-      k_store8(s5 + o1 + jv, w5);
+      k_store8(s1 + o1 + jv, w1);
     }
   }
 }
@@ -470,8 +470,8 @@ TEST_CASE("CUDA pointwise kernels over rows of a multiple of 8 move contiguous b
   CHECK(kernel.grid == 1);  // 64 * 24 / 8 threads
   CHECK_THAT(kernel.source, Contains("for (int ev = blockIdx.x * 256 + threadIdx.x; ev < 192; ev += gridDim.x * 256)"));
   CHECK_THAT(kernel.source, Contains("k_load8(p0 + o0 + jv, r0);"));  // x
-  CHECK_THAT(kernel.source, Contains("k_load8(p1 + ") && Contains("k_store8(s"));
-  CHECK_THAT(kernel.source, Contains("p2[o"));  // the per-row scale stays a scalar load
+  CHECK_THAT(kernel.source, Contains("k_load8(p2 + ") && Contains("k_store8(s"));  // bias
+  CHECK_THAT(kernel.source, Contains("p1[o"));  // the per-row scale stays a scalar load
   // x, bias and y need aligned pointers; scale does not.
   std::vector<ValueId> aligned;
   for (int a : kernel.aligned_arguments) aligned.push_back(kernel.arguments.at(static_cast<std::size_t>(a)));
@@ -490,4 +490,26 @@ TEST_CASE("CUDA pointwise kernels over rows of a multiple of 8 move contiguous b
   transposed.mark_output(transposed.add(Op::add, {square, transposed.add(Op::permute, {square}, ints({1, 0}))}));
   const codegen::RenderedKernel mixed = codegen::render_cuda_kernels(transposed, schedule_kernels(transposed)).kernels.at(0);
   CHECK_THAT(mixed.source, Contains("k_load8(p0 + ") && Contains("p0[o1 + j0 * 16]"));
+}
+
+TEST_CASE("CUDA kernels whose code differs only in the values they name are compiled once", "[unit][fusion]") {
+  // Two layers of the same work, and a third over another shape.
+  Graph g;
+  for (const int64_t columns : {64, 64, 48}) {
+    const ValueId x = g.add_input("x", f32({4, columns}));
+    g.mark_output(g.add(Op::tanh, {g.add(Op::mul, {x, x})}));
+  }
+  const codegen::RenderedProgram program = codegen::render_cuda_kernels(g, schedule_kernels(g), "fwd");
+  REQUIRE(program.kernels.size() == 3);
+  CHECK(program.kernels[0].symbol == "trainc_kernel_fwd_0");
+  CHECK(program.kernels[1].symbol == "trainc_kernel_fwd_0");  // launches kernel 0's code with its own arguments
+  CHECK(program.kernels[2].symbol == "trainc_kernel_fwd_2");
+  CHECK(program.kernels[1].arguments != program.kernels[0].arguments);
+  CHECK_THAT(program.kernels[1].source, Contains("(the code of kernel 0)") && !Contains("__global__"));
+  const std::string text = program.text();
+  std::size_t definitions = 0;
+  for (std::size_t at = text.find("__global__"); at != std::string::npos; at = text.find("__global__", at + 1)) ++definitions;
+  CHECK(definitions == 2);
+  // Names within the kernel are numbered by first appearance: its pointers, then its values.
+  CHECK_THAT(program.kernels[0].source, Contains("(const float* __restrict__ p0, float* __restrict__ s1)"));
 }

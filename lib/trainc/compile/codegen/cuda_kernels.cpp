@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -36,12 +37,19 @@ K_DEVICE double k_sqrt(double x) { return sqrt(x); }
 // maximum() propagates NaN, as ATen's does.
 template <typename T> K_DEVICE T k_max(T a, T b) { return (a != a || a > b) ? a : b; }
 
-// bf16 is the upper half of a float; stores round to nearest even, as c10::BFloat16 does.
+// bf16 is the upper half of a float; stores round to nearest even, as c10::BFloat16 does (from
+// Ampere on, one conversion instruction does it: it counts in kernels that compute per byte moved).
 K_DEVICE float k_bf16_load(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
 K_DEVICE uint16_t k_bf16_store(float f) {
+#if __CUDA_ARCH__ >= 800
+  uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   if (f != f) return 0x7fc0;
   const uint32_t bits = __float_as_uint(f);
   return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+#endif
 }
 K_DEVICE float k_round_bf16(float f) { return k_bf16_load(k_bf16_store(f)); }
 
@@ -371,6 +379,25 @@ class CudaKernelRenderer : KernelLayout {
   std::set<ValueId> vector_stores_;  // stored kVectorWidth values at a time
 };
 
+// `code` with each name a value gives it (p12, s12: its pointers; v12, acc12, shared12, w12: its
+// variables) numbered by first appearance instead: p0, s1, v2, ... Names of accesses (o3, r3)
+// and dimensions (i0, j0) are numbered within the kernel already.
+std::string canonical_names(const std::string& code) {
+  static const std::regex value_name(R"(\b(p|s|v|acc|shared|w)([0-9]+)\b)");
+  std::map<std::string, int> number;
+  std::string out;
+  auto last = code.cbegin();
+  for (std::sregex_iterator it(code.begin(), code.end(), value_name), end; it != end; ++it) {
+    const std::smatch& match = *it;
+    out.append(last, match[0].first);
+    const auto [found, inserted] = number.emplace(match[2].str(), static_cast<int>(number.size()));
+    out += match[1].str() + std::to_string(found->second);
+    last = match[0].second;
+  }
+  out.append(last, code.cend());
+  return out;
+}
+
 }  // namespace
 
 const char* cuda_prelude() { return kPrelude; }
@@ -379,9 +406,25 @@ RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& sche
   RenderedProgram program;
   program.prelude = kPrelude;
   const std::string prefix = program_name.empty() ? "trainc_kernel_" : "trainc_kernel_" + program_name + "_";
+  std::map<std::string, std::size_t> first_with_code;  // canonical code -> the kernel that has it
   for (std::size_t k = 0; k < schedule.kernels.size(); ++k) {
     const int index = static_cast<int>(k);
-    program.kernels.push_back(CudaKernelRenderer(graph, schedule, index, prefix + std::to_string(index)).render());
+    RenderedKernel kernel = CudaKernelRenderer(graph, schedule, index, prefix + std::to_string(index)).render();
+    // Each layer's kernels repeat the previous layer's but for the values they name: with names
+    // numbered within the kernel, the code is compiled once and the repeats launch it.
+    const std::size_t header_end = kernel.source.find('\n', 1) + 1;
+    const std::string header = kernel.source.substr(0, header_end);
+    const std::string code = canonical_names(kernel.source.substr(header_end));
+    std::string key = code;
+    key.replace(key.find(kernel.symbol), kernel.symbol.size(), "KERNEL");
+    const auto [first, inserted] = first_with_code.emplace(key, k);
+    if (inserted) {
+      kernel.source = header + code;
+    } else {
+      kernel.symbol = program.kernels[first->second].symbol;
+      kernel.source = header.substr(0, header.size() - 1) + " (the code of kernel " + std::to_string(first->second) + ")\n";
+    }
+    program.kernels.push_back(std::move(kernel));
   }
   return program;
 }
