@@ -29,6 +29,13 @@ KINDS = [
 ]
 
 
+def short(name, width=160):
+    """A kernel's name without the namespaces that make ATen's templates unreadable."""
+    for noise in ("void ", "at::native::", "(anonymous namespace)::", "c10::", "std::"):
+        name = name.replace(noise, "")
+    return name[:width]
+
+
 def kind_of(name):
     for kind, markers in KINDS:
         if any(marker in name for marker in markers):
@@ -79,7 +86,6 @@ def main():
         calls[kind_of(name)] += count[name]
     for kind, us in kinds.most_common():
         print(f"  {us / args.steps / 1000:8.3f} ms  {calls[kind] / args.steps:6.1f}x  {kind}")
-    print("largest per step:")
     headers = kernel_headers(args.sources)
     if headers:
         # Generated kernels doing the same work (one per layer) summed: where the kernels' time goes.
@@ -97,8 +103,9 @@ def main():
         for work, us in work_us.most_common(args.top):
             print(f"  {us / args.steps / 1000:8.3f} ms  {work_calls[work] / args.steps:6.1f}x  "
                   f"{work_bytes[work] / (us * 1e-6) / 1e12:5.2f} TB/s  {work[:220]}")
+    print("largest per step:")
     for name, us in time_us.most_common(args.top):
-        line = f"  {us / args.steps / 1000:8.3f} ms  {count[name] / args.steps:6.1f}x  {name[:120]}"
+        line = f"  {us / args.steps / 1000:8.3f} ms  {count[name] / args.steps:6.1f}x  {short(name)}"
         if name in headers:
             description, moved = headers[name]
             if moved:
