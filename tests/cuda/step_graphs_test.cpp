@@ -25,6 +25,7 @@
 #include "trainc/compile/runtime/step_graphs.h"
 #include "trainc/models/model.h"
 #include "trainc/train/capturable_optimizer.h"
+#include "trainc/train/foreach_adamw.h"
 #include "trainc/train/grad_clip.h"
 #include "trainc/train/loss.h"
 #include "trainc/train/optimizer.h"
@@ -205,6 +206,22 @@ TEST_CASE("capturable AdamW on the GPU follows torch::optim::AdamW for 100 steps
   for (std::size_t i = 0; i < eager.params.size(); ++i) {
     INFO("parameter " << i);
     CHECK(relative_error(capturable.params[i].detach().cpu(), eager.params[i].detach().cpu()) < 1e-5);
+  }
+}
+
+TEST_CASE("optim adamw_torch_fused on the GPU (ATen's fused AdamW) follows torch::optim::AdamW for 100 steps", "[cuda]") {
+  REQUIRE(torch::cuda::is_available());
+  const uint64_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  OptimizerRun eager{initial_parameters(kGpu, seed), nullptr};
+  eager.optimizer = std::make_unique<torch::optim::AdamW>(adamw_groups(eager.params), torch::optim::AdamWOptions(1e-2));
+  OptimizerRun fused{initial_parameters(kGpu, seed), nullptr};
+  fused.optimizer = std::make_unique<ForeachAdamW>(adamw_groups(fused.params), torch::optim::AdamWOptions(1e-2), /*fused=*/true);
+  take_steps(eager, 0, 100, seed + 1);
+  take_steps(fused, 0, 100, seed + 1);
+  for (std::size_t i = 0; i < eager.params.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(relative_error(fused.params[i].detach().cpu(), eager.params[i].detach().cpu()) < 1e-5);
   }
 }
 

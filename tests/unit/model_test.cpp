@@ -147,7 +147,11 @@ TEST_CASE("the multi-tensor AdamW matches LibTorch's AdamW over 100 steps (float
   }
   auto options = [] { return torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1); };
   torch::optim::AdamW reference(reference_params, options());
-  ForeachAdamW foreach_adamw(foreach_params, options());
+  // optim adamw_torch_fused: on the CPU the same foreach update (the fused kernel is a GPU's; the
+  // CUDA tests check it).
+  const bool fused = GENERATE(false, true);
+  INFO("fused " << fused);
+  ForeachAdamW foreach_adamw(foreach_params, options(), fused);
   for (int step = 0; step < 100; ++step) {
     for (std::size_t i = 0; i < reference_params.size(); ++i) {
       const torch::Tensor grad = torch::randn_like(reference_params[i]);

@@ -37,6 +37,15 @@ torch::Tensor ForeachAdamW::step(LossClosure closure) {
       bucket.exp_avg_sqs.push_back(state.exp_avg_sq());
     }
     for (auto& [step, bucket] : buckets) {
+      if (fused_ && bucket.params.front().is_cuda()) {
+        // The kernel reads each parameter's step count from a tensor; one shared by the bucket.
+        const at::Tensor count = at::full({}, static_cast<double>(step), bucket.params.front().options().dtype(at::kFloat));
+        const std::vector<at::Tensor> steps(bucket.params.size(), count);
+        if (fused_adamw_update(bucket.params, bucket.grads, bucket.exp_avgs, bucket.exp_avg_sqs, steps, lr, beta1, beta2,
+                               options.weight_decay(), options.eps())) {
+          continue;
+        }
+      }
       const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
       const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
       if (options.weight_decay() != 0) at::_foreach_mul_(bucket.params, 1 - lr * options.weight_decay());

@@ -35,10 +35,19 @@ torch::optim::AdamWParamState& adamw_state(StateMap& states, const at::Tensor& p
   return static_cast<torch::optim::AdamWParamState&>(*found->second);
 }
 
+// With `fused` (optim adamw_torch_fused), parameters on a GPU are updated by ATen's fused AdamW
+// kernel, as torch.optim.AdamW(fused=True) does: one pass over parameters, gradients and moments
+// where the foreach path makes eight (LibTorch 2.x; elsewhere the foreach path runs).
 class ForeachAdamW : public torch::optim::AdamW {
  public:
-  using torch::optim::AdamW::AdamW;
+  ForeachAdamW(const std::vector<torch::optim::OptimizerParamGroup>& groups, torch::optim::AdamWOptions defaults, bool fused = false)
+      : torch::optim::AdamW(groups, std::move(defaults)), fused_(fused) {}
+  ForeachAdamW(std::vector<torch::Tensor> params, torch::optim::AdamWOptions defaults, bool fused = false)
+      : torch::optim::AdamW(std::move(params), std::move(defaults)), fused_(fused) {}
   torch::Tensor step(LossClosure closure = nullptr) override;
+
+ private:
+  bool fused_;
 };
 
 }  // namespace trainc

@@ -23,7 +23,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments&
     if (capturable) return std::make_unique<CapturableSGD>(groups, torch::optim::SGDOptions(args.learning_rate));
     return std::make_unique<torch::optim::SGD>(groups, torch::optim::SGDOptions(args.learning_rate));
   }
-  // adamw_torch and adamw_torch_fused: both run the multi-tensor (foreach) AdamW.
+  // adamw_torch: the multi-tensor (foreach) AdamW; adamw_torch_fused: the fused kernel on a GPU
+  // (foreach elsewhere). A whole-step CUDA graph always takes the capturable one (fused on a GPU).
   auto options = [&](double weight_decay) {
     return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(args.learning_rate)
                                                             .betas({args.adam_beta1, args.adam_beta2})
@@ -33,7 +34,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments&
   if (!decay.empty()) groups.emplace_back(decay, options(args.weight_decay));
   if (!no_decay.empty()) groups.emplace_back(no_decay, options(0.0));
   if (capturable) return std::make_unique<CapturableAdamW>(groups, torch::optim::AdamWOptions(args.learning_rate));
-  return std::make_unique<ForeachAdamW>(groups, torch::optim::AdamWOptions(args.learning_rate));
+  return std::make_unique<ForeachAdamW>(groups, torch::optim::AdamWOptions(args.learning_rate), args.optim == "adamw_torch_fused");
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate) {
