@@ -39,7 +39,7 @@ using StringList = std::vector<std::string>;
   X(double, adam_beta2, 0.999, "", "", "AdamW beta2") \
   X(double, adam_epsilon, 1e-8, "", "", "AdamW epsilon") \
   X(double, max_grad_norm, 1.0, "", "", "Clip the global gradient norm to this value (0 disables clipping)") \
-  X(std::string, optim, "adamw_torch", "adamw_torch|adamw_torch_fused|sgd", "", "Optimizer") \
+  X(std::string, optim, "adamw_torch", "adamw_torch|adamw_torch_fused|sgd", "", "Optimizer (adamw_torch: multi-tensor AdamW; adamw_torch_fused: the fused AdamW kernel on a GPU)") \
   X(std::string, lr_scheduler_type, "linear", "linear|cosine|cosine_with_restarts|polynomial|constant|constant_with_warmup|inverse_sqrt|cosine_with_min_lr|warmup_stable_decay", "", "Learning-rate schedule") \
   X(StringMap, lr_scheduler_kwargs, {}, "", "", "Extra schedule arguments, e.g. {num_cycles: 2} or {min_lr_rate: 0.1}") \
   X(double, warmup_steps, 0.0, "", "", "Linear warmup steps; a value in (0, 1) is a ratio of the total steps") \
