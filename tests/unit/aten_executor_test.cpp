@@ -89,6 +89,9 @@ std::vector<ExecCase> cases() {
        }},
       {Op::matmul, {r({2, 3}), r({3, 4})}, {}, [](auto& x) { return (x[0].unsqueeze(2) * x[1].unsqueeze(0)).sum(1); }},
       {Op::matmul_bias, {r({2, 2, 3}), r({3, 4}), r({4})}, {}, [](auto& x) { return (x[0].unsqueeze(3) * x[1]).sum(2) + x[2]; }},
+      {Op::sum_to_float, {r({6, 3, 4}).to(torch::kBFloat16)}, with_ints({0, 1}), [](auto& x) {
+         return x[0].to(torch::kFloat).sum(at::IntArrayRef{0, 1});
+       }},
       {Op::embedding, {r({10, 3}), torch::tensor({{1, 7}, {0, 9}}, torch::kLong)}, {}, [](auto& x) {
          return x[0].index_select(0, x[1].view(-1)).view({2, 2, 3});
        }},

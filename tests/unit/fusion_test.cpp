@@ -14,6 +14,7 @@
 #include "trainc/compile/passes/rematerialize.h"
 #include "trainc/compile/passes/sink_pointwise.h"
 #include "trainc/compile/passes/slice_grads_to_concat.h"
+#include "trainc/compile/passes/sums_of_widened.h"
 #include "trainc/compile/passes/transpose_products.h"
 
 using namespace trainc;
@@ -314,6 +315,31 @@ TEST_CASE("the transpose of a product is made as the product of the transposes",
   Graph shared = g;
   shared.mark_output(product);
   CHECK(transpose_products(shared).node(transpose_products(shared).outputs()[0]).op == Op::permute);
+}
+
+TEST_CASE("a leading-axis sum of a bf16 value cast to float32 sums the bf16 value itself", "[unit][fusion]") {
+  Graph g;
+  const ValueId x = g.add_input("x", {DType::bf16, {6, 8}});
+  Attributes to_f32;
+  to_f32.dtype = DType::f32;
+  const ValueId wide = g.add(Op::cast, {x}, to_f32);
+  g.mark_output(g.add(Op::sum, {wide}, ints({0})));   // leading: ATen's, reads the bf16 value
+  g.mark_output(g.add(Op::sum, {wide}, ints({-1})));  // trailing: a kernel's, which casts as it reads
+  const Graph rewritten = sums_of_widened(g);
+  verify(rewritten);
+  const Node& leading = rewritten.node(rewritten.outputs()[0]);
+  CHECK(leading.op == Op::sum_to_float);
+  CHECK(leading.inputs == std::vector<ValueId>{x});
+  CHECK(leading.type == f32({8}));
+  const Node& trailing = rewritten.node(rewritten.outputs()[1]);
+  CHECK(trailing.op == Op::sum);
+  CHECK(rewritten.node(trailing.inputs[0]).op == Op::cast);
+  // The schedule no longer stores the float32 cast for ATen when only the leading sum read it.
+  Graph only_leading;
+  const ValueId y = only_leading.add_input("y", {DType::bf16, {6, 8}});
+  only_leading.mark_output(only_leading.add(Op::sum, {only_leading.add(Op::cast, {y}, to_f32)}, ints({0})));
+  const Graph plain = sums_of_widened(only_leading);
+  CHECK(plain.size() == 2);  // the input and one sum_to_float: the cast is gone
 }
 
 TEST_CASE("golden: the C++ of a small softmax kernel", "[unit][fusion]") {

@@ -314,6 +314,7 @@ bool has_gradient_rule(Op op) {
     case Op::max_pool2d_indices:
     case Op::max_pool2d_grad:
     case Op::avg_pool2d_grad:
+    case Op::sum_to_float:  // made after differentiation, for the programs only
       return false;
     default:
       return true;

@@ -11,6 +11,7 @@
 #include "trainc/compile/passes/memory_plan.h"
 #include "trainc/compile/passes/rematerialize.h"
 #include "trainc/compile/passes/sink_pointwise.h"
+#include "trainc/compile/passes/sums_of_widened.h"
 #include "trainc/compile/passes/slice_grads_to_concat.h"
 #include "trainc/compile/passes/transpose_products.h"
 #include "trainc/compile/runtime/cuda_modules.h"
@@ -52,7 +53,7 @@ LibrarySource library_source(const codegen::RenderedProgram& rendered) {
 // `name` ("forward", "backward") names a GPU program's kernels.
 ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std::string& name = "") {
   ProgramBuild build;
-  build.graph = ir::sink_pointwise(ir::transpose_products(ir::slice_grads_to_concat(program)));
+  build.graph = ir::sink_pointwise(ir::sums_of_widened(ir::transpose_products(ir::slice_grads_to_concat(program))));
   ir::verify(build.graph);
   build.schedule = schedule_kernels(build.graph);
   // On a GPU, values stored only for later kernels to load are recomputed there when that is

@@ -73,7 +73,8 @@ enum class OpKind : uint8_t {
   X(avg_pool2d, kExtern, 1)       \
   X(avg_pool2d_grad, kExtern, 2)  \
   X(linear_cross_entropy, kExtern, 3) \
-  X(linear_cross_entropy_grad, kExtern, 4)
+  X(linear_cross_entropy_grad, kExtern, 4) \
+  X(sum_to_float, kExtern, 1)
 // clang-format on
 
 enum class Op : uint8_t {

@@ -29,6 +29,8 @@
 //                cross-entropy over the logits x @ weight^T, with label smoothing attrs.scalar
 //   linear_cross_entropy_grad  (x, weight, targets, grad [N]) -> x's dtype [N * C + V * C]: the
 //                gradients of x and of the weight, flattened one after the other
+//   sum_to_float  x bf16 or f16, attrs.ints axes and keepdim as a reduction's -> f32: the sum of
+//                x accumulated and returned in float32, as sum(cast(x, f32)) without the cast
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -71,6 +73,11 @@ TensorType view_type(Op op, const TensorType& in, const Attributes& attrs);
 
 TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attributes& attrs) {
   switch (op) {
+    case Op::sum_to_float: {
+      require(in[0].dtype == DType::bf16 || in[0].dtype == DType::f16, "sum_to_float sums bf16 or f16, got " + in[0].str());
+      const TensorType reduced = infer_type(Op::sum, in, attrs);
+      return {DType::f32, reduced.shape};
+    }
     case Op::matmul_bias:
       require(in[2].rank() == 1 && in[2].dtype == in[0].dtype && in[2].shape[0] == in[1].shape.back(),
               "matmul_bias needs a bias [n] of the operands' dtype, got " + in[2].str());

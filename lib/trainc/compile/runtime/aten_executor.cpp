@@ -149,6 +149,9 @@ at::Tensor run_avg_pool2d_grad(const Inputs& in, const Attributes& a, at::Device
 at::Tensor run_linear_cross_entropy(const Inputs& in, const Attributes& a, at::Device device) {
   return linear_cross_entropy(in[0], in[1], in[2], a.scalar, to_scalar_type(a.dtype));
 }
+at::Tensor run_sum_to_float(const Inputs& in, const Attributes& a, at::Device device) {
+  return at::sum(in[0], a.ints, a.keepdim, at::kFloat);
+}
 at::Tensor run_linear_cross_entropy_grad(const Inputs& in, const Attributes& a, at::Device device) {
   return linear_cross_entropy_grad(in[0], in[1], in[2], in[3], a.scalar);
 }

@@ -1,0 +1,18 @@
+// defines: sums_of_widened
+//
+// Contract: a sum over leading dimensions (one the scheduler leaves to ATen) of a bf16 or f16
+// value cast to float32 becomes one sum_to_float of the value itself: ATen accumulates the
+// low-precision elements in float32 as it reads them, exactly as it sums the cast. The float32
+// copy then need not be stored for the sum: the kernel that made the cast stores it only if
+// something else still reads it. A layer norm's bias gradient is the common case (its kernel
+// stored the float32 gradient, twice the bytes of the bf16 one, only for this sum).
+// Example: sum(cast(x: bf16 [16, 1024, 768], f32), {0, 1})   becomes   sum_to_float(x, {0, 1})
+#pragma once
+
+#include "trainc/compile/ir/graph.h"
+
+namespace trainc::ir {
+
+Graph sums_of_widened(const Graph& graph);
+
+}  // namespace trainc::ir
