@@ -107,6 +107,8 @@ std::vector<ShapeCase> shape_cases() {
       {Op::linear_cross_entropy, {f32({6, 5}), f32({7, 5}), {DType::i64, {5}}}, f32_loss, {}, "targets must be i64 [N]"},
       {Op::linear_cross_entropy_grad, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}, f32({6})}, f32_loss, bf16({6 * 5 + 7 * 5}), ""},
       {Op::linear_cross_entropy_grad, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}, bf16({6})}, f32_loss, {}, "the loss's type"},
+      {Op::sum_to_float, {bf16({16, 4, 8})}, ints({0, 1}), f32({8}), ""},
+      {Op::sum_to_float, {f32({16, 8})}, ints({0}), {}, "sums bf16 or f16"},
   };
   for (Op op : {Op::neg, Op::exp, Op::log, Op::tanh, Op::erf, Op::sqrt, Op::rsqrt, Op::reciprocal, Op::relu, Op::sigmoid}) {
     cases.push_back({op, {f32({3, 7})}, {}, f32({3, 7}), ""});
