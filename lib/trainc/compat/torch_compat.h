@@ -1,4 +1,4 @@
-// defines: AutocastScope, optimizer_state_key, causal_attention, fused_adamw_update (2 overloads), foreach_mul_, kTorchVersionText
+// defines: AutocastScope, optimizer_state_key, causal_attention, fused_adamw_update, foreach_mul_, kTorchVersionText
 //
 // The one place where LibTorch versions differ: Debian's LibTorch 1.13 (CPU machines, CI) and the
 // PyTorch 2.x wheel's LibTorch (GPU machines). Everything else in trainc is version-agnostic.
@@ -78,31 +78,15 @@ inline auto optimizer_state_key(const at::Tensor& parameter) {
 #endif
 }
 
-// AdamW's update of one parameter group on a GPU in fused multi-tensor kernels, reading the
-// learning rate and the (already advanced) step counts from device tensors, as torch.optim.AdamW
-// with fused=True does. PyTorch 2.x only: returns false on 1.13 (no fused AdamW), and the caller
-// does the same arithmetic tensor by tensor.
+// AdamW's update of one parameter group on a GPU in fused multi-tensor kernels, as
+// torch.optim.AdamW with fused=True does, reading the (already advanced) step counts from device
+// tensors. LearningRate is a device tensor (the capturable optimizers: a CUDA graph replays it) or
+// a double (ATen has both overloads). PyTorch 2.x only: returns false on 1.13 (no fused AdamW) and
+// on the CPU, and the caller does the same arithmetic otherwise.
+template <typename LearningRate>
 inline bool fused_adamw_update(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                               at::TensorList steps, const at::Tensor& learning_rate, double beta1, double beta2,
+                               at::TensorList steps, const LearningRate& learning_rate, double beta1, double beta2,
                                double weight_decay, double eps) {
-#if TRAINC_TORCH_2
-  if (!params.front().is_cuda()) return false;
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, learning_rate, beta1, beta2, weight_decay,
-                    eps, /*amsgrad=*/false, /*maximize=*/false);
-  return true;
-#else
-  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)learning_rate, (void)beta1, (void)beta2,
-      (void)weight_decay, (void)eps;
-  return false;
-#endif
-}
-
-// The same fused update with the learning rate as a number (torch.optim.AdamW(fused=True) outside
-// a CUDA graph); `steps` holds each parameter's step count, already advanced. False where
-// fused_adamw_update is.
-inline bool fused_adamw_update(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                               at::TensorList steps, double learning_rate, double beta1, double beta2, double weight_decay,
-                               double eps) {
 #if TRAINC_TORCH_2
   if (!params.front().is_cuda()) return false;
   at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, learning_rate, beta1, beta2, weight_decay,

@@ -253,22 +253,42 @@ class CudaKernelRenderer : KernelLayout {
     emit_row_values(out, indent, stages(last_stage), 0);
     const std::vector<ValueId> element_stores = stores_of(KernelRole::element);
     const std::vector<ValueId> members = element_closure(element_stores);
-    emit_vector_loads(out, indent, vector_loads(members, {}));
-    for (ValueId m : vector_stores_) out << indent << "float w" << m << "[" << w << "];\n";
-    out << indent << "#pragma unroll\n";
-    out << indent << "for (int u = 0; u < " << w << "; ++u) {\n";
-    out << inner << "const " << t << " j0 = jv + u;\n";
+    open_group(out, indent, members, {}, element_stores);
     emit_elements(out, inner, members);
-    for (ValueId m : element_stores) {
+    group_stores(out, inner, element_stores);
+    close_group(out, indent, element_stores);
+    out << "  }\n";
+  }
+
+  // A group of kVectorWidth columns from column jv: the registers of the loads `members` and
+  // `reductions` read and of the vector stores among `stores`, then the unrolled loop over the
+  // group (its body one level deeper than `indent`), ...
+  void open_group(std::ostream& out, const std::string& indent, const std::vector<ValueId>& members, const std::vector<ValueId>& reductions,
+                  const std::vector<ValueId>& stores) const {
+    emit_vector_loads(out, indent, vector_loads(members, reductions));
+    for (ValueId m : stores) {
+      if (vector_stores_.count(m)) out << indent << "float w" << m << "[" << kVectorWidth << "];\n";
+    }
+    out << indent << "#pragma unroll\n";
+    out << indent << "for (int u = 0; u < " << kVectorWidth << "; ++u) {\n";
+    out << indent << "  const " << index_type_ << " j0 = jv + u;\n";
+  }
+  // ... each element's stores (into a register, or one element at a time) ...
+  void group_stores(std::ostream& out, const std::string& indent, const std::vector<ValueId>& stores) const {
+    for (ValueId m : stores) {
       if (vector_stores_.count(m)) {
-        out << inner << "w" << m << "[u] = v" << m << ";\n";
+        out << indent << "w" << m << "[u] = v" << m << ";\n";
       } else {
-        store(out, inner, m, true);
+        store(out, indent, m, true);
       }
     }
+  }
+  // ... and after the loop, the registers stored 16 bytes at a time.
+  void close_group(std::ostream& out, const std::string& indent, const std::vector<ValueId>& stores) const {
     out << indent << "}\n";
-    for (ValueId m : vector_stores_) out << indent << "k_store8(s" << m << " + o" << store_access_.at(m) << " + jv, w" << m << ");\n";
-    out << "  }\n";
+    for (ValueId m : stores) {
+      if (vector_stores_.count(m)) out << indent << "k_store8(s" << m << " + o" << store_access_.at(m) << " + jv, w" << m << ");\n";
+    }
   }
 
   // The accesses loaded into registers that `members` (element members) and `reductions` read.
@@ -316,21 +336,10 @@ class CudaKernelRenderer : KernelLayout {
       }
       out << indent << "for (" << t << " cv = threadIdx.x; cv < " << columns() / kVectorWidth << "; cv += " << block << ") {\n";
       out << inner << "const " << t << " jv = cv * " << kVectorWidth << ";\n";
-      emit_vector_loads(out, inner, vector_loads(members, reductions));
-      for (ValueId m : stores) {
-        if (vector_stores_.count(m)) out << inner << "float w" << m << "[" << kVectorWidth << "];\n";
-      }
-      out << inner << "#pragma unroll\n";
-      out << inner << "for (int u = 0; u < " << kVectorWidth << "; ++u) {\n";
-      out << body << "const " << t << " j0 = jv + u;\n";
+      open_group(out, inner, members, reductions, stores);
     };
     const auto close_columns = [&](const std::vector<ValueId>& stores) {
-      if (vectorized) {
-        out << inner << "}\n";
-        for (ValueId m : stores) {
-          if (vector_stores_.count(m)) out << inner << "k_store8(s" << m << " + o" << store_access_.at(m) << " + jv, w" << m << ");\n";
-        }
-      }
+      if (vectorized) close_group(out, inner, stores);
       out << indent << "}\n";
     };
     for (int s = 1; s <= last_stage; ++s) {
@@ -356,13 +365,7 @@ class CudaKernelRenderer : KernelLayout {
       const std::vector<ValueId> members = element_closure(element_stores);
       open_columns(members, {}, element_stores);
       emit_elements(out, body, members);
-      for (ValueId m : element_stores) {
-        if (vector_stores_.count(m)) {
-          out << body << "w" << m << "[u] = v" << m << ";\n";
-        } else {
-          store(out, body, m, true);
-        }
-      }
+      group_stores(out, body, element_stores);
       close_columns(element_stores);
     }
     const std::vector<ValueId> row_stores = stores_of(KernelRole::row);
