@@ -10,6 +10,7 @@ its time per call."""
 import argparse
 import collections
 import json
+import os
 import re
 import sys
 
@@ -46,7 +47,10 @@ def kind_of(name):
 def kernel_headers(paths):
     """symbol -> (description, bytes moved) from the generated sources' '// kernel N: ...' lines."""
     headers = {}
+    defined_in = {}
     for path in paths:
+        if not os.path.exists(path):  # an unmatched glob: a backend that generates no CUDA
+            continue
         description = None
         for line in open(path):
             if line.startswith("// kernel "):
@@ -55,7 +59,15 @@ def kernel_headers(paths):
                 symbol = re.search(r"(trainc_kernel_\w+)\(", line)
                 moved = re.search(r"reads ([0-9.]+) MB, writes ([0-9.]+) MB", description)
                 if symbol:
-                    headers[symbol.group(1)] = (description, (float(moved[1]) + float(moved[2])) * 1e6 if moved else None)
+                    name = symbol.group(1)
+                    if name in defined_in and headers[name][0] != description:
+                        # Each compile of a run numbers its kernels from 0: a trace merges them.
+                        print(f"note: {name} is defined in {defined_in[name]} and {path}; the first is described",
+                              file=sys.stderr)
+                        description = None
+                        continue
+                    defined_in[name] = path
+                    headers[name] = (description, (float(moved[1]) + float(moved[2])) * 1e6 if moved else None)
                 description = None
     return headers
 
@@ -101,14 +113,15 @@ def main():
                 work_bytes[work] += (moved or 0) * count[name]
         print("generated kernels by work (same domain and ops summed):")
         for work, us in work_us.most_common(args.top):
+            bandwidth = work_bytes[work] / (us * 1e-6) / 1e12 if us > 0 else 0.0
             print(f"  {us / args.steps / 1000:8.3f} ms  {work_calls[work] / args.steps:6.1f}x  "
-                  f"{work_bytes[work] / (us * 1e-6) / 1e12:5.2f} TB/s  {work[:220]}")
+                  f"{bandwidth:5.2f} TB/s  {work[:220]}")
     print("largest per step:")
     for name, us in time_us.most_common(args.top):
         line = f"  {us / args.steps / 1000:8.3f} ms  {count[name] / args.steps:6.1f}x  {short(name)}"
         if name in headers:
             description, moved = headers[name]
-            if moved:
+            if moved and us > 0:
                 line += f"  {moved / (us / count[name] * 1e-6) / 1e12:5.2f} TB/s"
             line += f"  [{description[:200]}]"
         print(line)

@@ -481,6 +481,9 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
   const int64_t two_to_31 = int64_t{1} << 31, stride = 65536 * 256;
   CHECK_THAT(exp_over(two_to_31 - stride - 1), Contains("for (int e = "));
   CHECK_THAT(exp_over(two_to_31 - stride + 1), Contains("for (int64_t e = "));
+  // The same threshold when 8 elements a thread are moved together (lengths a multiple of 8).
+  CHECK_THAT(exp_over(two_to_31 - stride - 8), Contains("for (int ev = "));
+  CHECK_THAT(exp_over(two_to_31 - stride), Contains("for (int64_t ev = "));
 }
 
 TEST_CASE("CUDA pointwise kernels over rows of a multiple of 8 move contiguous bf16 and float32 operands 16 bytes at a time",

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <map>
+#include <string>
+#include <tuple>
 
 #include "trainc/common/error.h"
 #include "trainc/compat/torch_compat.h"
@@ -21,22 +23,24 @@ torch::Tensor ForeachAdamW::step(LossClosure closure) {
     const double beta1 = std::get<0>(options.betas());
     const double beta2 = std::get<1>(options.betas());
     // Parameters advance together, but one that missed a gradient has a different step count:
-    // bucket by step so every bucket shares its bias corrections.
+    // bucket by step so every bucket shares its bias corrections, and by device and dtype, which
+    // one fused kernel call needs to share.
     struct Bucket {
       std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
     };
-    std::map<int64_t, Bucket> buckets;
+    std::map<std::tuple<int64_t, std::string, at::ScalarType>, Bucket> buckets;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       auto& state = adamw_state(state_, p);
       state.step(state.step() + 1);
-      Bucket& bucket = buckets[state.step()];
+      Bucket& bucket = buckets[{state.step(), p.device().str(), p.scalar_type()}];
       bucket.params.push_back(p);
       bucket.grads.push_back(p.grad());
       bucket.exp_avgs.push_back(state.exp_avg());
       bucket.exp_avg_sqs.push_back(state.exp_avg_sq());
     }
-    for (auto& [step, bucket] : buckets) {
+    for (auto& [key, bucket] : buckets) {
+      const int64_t step = std::get<0>(key);
       if (fused_ && bucket.params.front().is_cuda()) {
         // The kernel reads each parameter's step count from a tensor; one shared by the bucket.
         const at::Tensor count = at::full({}, static_cast<double>(step), bucket.params.front().options().dtype(at::kFloat));

@@ -69,8 +69,11 @@ Builder add_sub(Op op, bool reversed) {
     // A bias added to a product nothing else reads (how a linear layer over a 3-D input traces:
     // matmul, then add) is the GEMM's own bias: one matmul_bias, its bias added in the GEMM's
     // epilogue (ATen's addmm), instead of a kernel that reads and writes the whole product again.
+    // The traced add must read aten::matmul's own output: ops that import as the value they are
+    // given (contiguous, to) would hide the product's other readers.
     const ir::Node& product = c.graph().node(a);
-    if (op == Op::add && !reversed && alpha == 1.0 && arg(n, 0)->uses().size() == 1 && product.op == Op::matmul &&
+    const bool reads_the_product = arg(n, 0)->node()->kind() == jit::aten::matmul && arg(n, 0)->uses().size() == 1;
+    if (op == Op::add && !reversed && alpha == 1.0 && reads_the_product && product.op == Op::matmul &&
         c.type(product.inputs[1]).rank() == 2 && c.type(b).rank() == 1 && c.type(b).shape[0] == c.type(a).shape.back() &&
         c.type(b).dtype == c.type(a).dtype) {
       return {c.add(Op::matmul_bias, {product.inputs[0], product.inputs[1], b})};
