@@ -137,6 +137,7 @@ class CudaKernelRenderer : KernelLayout {
     // counter steps by at most kMaxGrid blocks of kPointwiseBlock threads before its test).
     index_type_ = index_extent() + kMaxGrid * kPointwiseBlock < (int64_t{1} << 31) ? "int" : "int64_t";
     const bool reduction = kernel_.has_reduction();
+    record_arguments(result);
     const bool vectorized = plan_vector_accesses(result);
     // A reduction's block is sized to the row: four columns a thread, or two groups of
     // kVectorWidth (a GPT-2 row of 768 gets 256 threads, or 64 threads of 16-byte loads).
@@ -144,7 +145,6 @@ class CudaKernelRenderer : KernelLayout {
     const int64_t threads = reduction ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
     const int64_t work = reduction ? rows() : (threads + kPointwiseBlock - 1) / kPointwiseBlock;
     result.grid = std::max<int64_t>(1, std::min(work, kMaxGrid));
-    record_arguments(result);
     std::ostringstream out;
     out << "\n// kernel " << index_ << ": " << describe() << "\n";
     out << "extern \"C\" __global__ void __launch_bounds__(" << result.block << ") " << result.symbol << "("
@@ -202,7 +202,7 @@ class CudaKernelRenderer : KernelLayout {
   // A kernel over rows whose length is a multiple of kVectorWidth (a pointwise one without
   // per-row stores) moves each operand that walks its row contiguously (bf16 or float32, at an
   // offset that keeps 16-byte alignment in every row) kVectorWidth values at a time. Chooses those
-  // accesses (register_reads_, vector_stores_) and records the arguments that need aligned
+  // accesses (register_reads_, vector_stores_) and records which of kernel.arguments need aligned
   // pointers; false when there is no such operand, or the kernel does not qualify.
   bool plan_vector_accesses(RenderedKernel& kernel) {
     if (columns() % kVectorWidth != 0 || column_sizes_.size() != 1) return false;
@@ -233,10 +233,8 @@ class CudaKernelRenderer : KernelLayout {
       }
     }
     if (register_reads_.empty() && vector_stores_.empty()) return false;
-    std::vector<ValueId> arguments = bases_;
-    arguments.insert(arguments.end(), kernel_.stores.begin(), kernel_.stores.end());
-    for (std::size_t a = 0; a < arguments.size(); ++a) {
-      if (aligned.count(arguments[a])) kernel.aligned_arguments.push_back(static_cast<int>(a));
+    for (std::size_t a = 0; a < kernel.arguments.size(); ++a) {
+      if (aligned.count(kernel.arguments[a])) kernel.aligned_arguments.push_back(static_cast<int>(a));
     }
     return true;
   }

@@ -16,17 +16,6 @@ bool is_pointwise(Op op) {
   return kind == OpKind::kUnary || kind == OpKind::kBinary || kind == OpKind::kTernary;
 }
 
-// The first reduced dimension when a reduction's axes are the trailing dimensions of its input;
-// nullopt otherwise (reductions over leading dimensions stay ATen calls).
-std::optional<int> trailing_split(const ir::Graph& graph, const ir::Node& node) {
-  const auto rank = static_cast<int>(graph.type(node.inputs[0]).rank());
-  std::set<int> axes;
-  for (int64_t axis : node.attrs.ints) axes.insert(static_cast<int>(axis < 0 ? axis + rank : axis));
-  const int split = rank - static_cast<int>(axes.size());
-  if (axes.empty() || *axes.begin() != split) return std::nullopt;
-  return split;
-}
-
 // Generated kernels compute in float32, float64, int64 and bool, and read and write bf16. A cast
 // into bf16 of a parameter or of a view stays an ATen call: ATen keeps the source's strides, so a
 // weight cast for a GEMM reaches it transposed, as eager's does, while a kernel would store it
@@ -94,6 +83,15 @@ struct Grouping {
 };
 
 }  // namespace
+
+std::optional<int> trailing_split(const ir::Graph& graph, const ir::Node& node) {
+  const auto rank = static_cast<int>(graph.type(node.inputs[0]).rank());
+  std::set<int> axes;
+  for (int64_t axis : node.attrs.ints) axes.insert(static_cast<int>(axis < 0 ? axis + rank : axis));
+  const int split = rank - static_cast<int>(axes.size());
+  if (axes.empty() || *axes.begin() != split) return std::nullopt;
+  return split;
+}
 
 int Schedule::fused_nodes() const {
   int count = 0;

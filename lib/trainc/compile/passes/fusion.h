@@ -1,4 +1,4 @@
-// defines: FusedKernel, ScheduleStep, Schedule, KernelRole, schedule_kernels
+// defines: FusedKernel, ScheduleStep, Schedule, KernelRole, schedule_kernels, trailing_split
 //
 // Contract: groups the nodes of a program into fused kernels and orders them with the ATen calls
 // that stay, so that every value is computed before it is read. All rules about what may fuse
@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "trainc/compile/codegen/strided_access.h"
@@ -50,6 +51,10 @@ struct Schedule {
 // A value no step computes: graph inputs, and views, constants and iota, which ATen makes on
 // demand when a step or an output needs the tensor (a kernel reads them in place).
 bool is_lazy(const ir::Graph& graph, const Schedule& schedule, ir::ValueId value);
+
+// The first reduced dimension when a reduction's axes are the trailing dimensions of its input;
+// nullopt otherwise (reductions over leading dimensions stay ATen calls).
+std::optional<int> trailing_split(const ir::Graph& graph, const ir::Node& node);
 
 // `copies` (optional, per node) marks the copies passes/rematerialize made: a kernel that starts
 // with them takes the nodes of the reader kernel they were made for.
