@@ -15,7 +15,8 @@
 #          per GPU), trainc eager and cudagraphs against the PyTorch loop and the same loop under
 #          DistributedDataParallel started by torchrun
 # Each run's figure is the median step time over those intervals after the first one.
-# Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs inductor reduce-overhead aot_eager),
+# Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs inductor reduce-overhead aot_eager
+# max-autotune max-autotune-no-cudagraphs max-autotune-again),
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
 # (Trainer, gpt2 case only: none default). TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
 # runs trainc inductor once more per case with TRAINC_PROFILE_KERNELS=1 and prints where its step
@@ -46,7 +47,7 @@ test_summary="not run (TRAINC_GPU_TESTS=0)"
 if [[ "${TRAINC_GPU_TESTS:-1}" == 1 ]]; then
   step "tests labelled cuda"
   ctest --test-dir build-gpu -L cuda --verbose --timeout 300 > "$OUT/ctest.log" 2>&1  # verbose: the tests' measured differences
-  grep -o "largest relative loss difference.*\|two NCCL processes (.*\|a killed NCCL rank:.*\|the two-process NCCL test.*" \
+  grep -o "largest relative loss difference.*\|two NCCL processes (.*\|a killed NCCL rank:.*\|the two-process NCCL test.*\|ATen picks attention.*\|max-autotune chose.*\|attention backend .* cannot run.*" \
     "$OUT/ctest.log" > "$OUT/cuda-test-figures.log"
   test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
 fi
@@ -128,7 +129,9 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
   for run in ${TRAINC_GPU_BACKENDS:-eager cudagraphs inductor reduce-overhead}; do
     case $run in
       eager) trainc_run "$case" eager ;;
-      reduce-overhead) trainc_run "$case" reduce-overhead --torch-compile-mode reduce-overhead ;;
+      reduce-overhead | max-autotune | max-autotune-no-cudagraphs) trainc_run "$case" "$run" --torch-compile-mode "$run" ;;
+      # the same again: the tuning cache holds the first run's choices, nothing is measured
+      max-autotune-again) trainc_run "$case" "$run" --torch-compile-mode max-autotune ;;
       *) trainc_run "$case" "$run" --torch-compile-backend "$run" ;;
     esac
   done
@@ -156,12 +159,32 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
   fi
 done
 
+# max-autotune's records (the choices of this call's runs: a fresh machine starts with an empty cache).
+records=("${TRAINC_CACHE_DIR:-$HOME/.cache/trainc}"/autotune/*.txt)
+if [[ -e ${records[0]} ]]; then
+  cat "${records[@]}" > "$OUT/autotune-records.txt"
+  python3 - "$OUT/autotune-records.txt" <<'PY' > "$OUT/autotune-summary.txt"
+import collections, sys
+lines = open(sys.argv[1]).read().split("trainc autotune 1\n")[1:]
+kernels = collections.Counter()
+for record in lines:
+    fields = dict(l.split(": ", 1) for l in record.strip().split("\n") if ": " in l)
+    call = " | ".join(fields["key"].split(" | ")[1:3])
+    if call.startswith("generated kernel"):
+        kernels[fields["choice"]] += 1
+    else:
+        print(f"{call[:90]}: {fields['choice']} ({fields['measured'][:150]})")
+print("generated kernels' launch shapes:", ", ".join(f"{n}x {c}" for c, n in kernels.most_common()))
+PY
+fi
 # Every log but the traces in one archive that sorts first among $OUT's files.
 tar czf "$OUT/00-logs.tgz" -C "$OUT" --exclude=./traces --exclude=./00-logs.tgz . 2>/dev/null
 echo
 cat "$OUT/gpu.txt"
 echo "tests: $test_summary"
 [[ -s "$OUT/cuda-test-figures.log" ]] && cat "$OUT/cuda-test-figures.log"
+grep -h "compile: autotuned" "$OUT"/*.log 2>/dev/null | cut -c1-300
+[[ -s "$OUT/autotune-summary.txt" ]] && { echo "max-autotune's choices:"; cut -c1-260 "$OUT/autotune-summary.txt"; }
 [[ -s "$OUT/loss-comparison.txt" ]] && echo "trainc inductor against eager, $(cat "$OUT/loss-comparison.txt")"
 grep -h -A4 "^profile:" "$OUT"/*-pytorch-*.log 2>/dev/null
 for profile in "$OUT"/*-profile.txt; do [[ -s $profile ]] && { echo "trainc inductor profile ($(basename "$profile")):"; cat "$profile"; }; done

@@ -1,6 +1,7 @@
 // On a CUDA GPU: the capturable AdamW (fused kernel) against LibTorch's AdamW, and a small GPT
 // trained for 50 steps three ways: eager, as whole-step CUDA graphs over eager autograd
-// (backend cudagraphs) and over the compiled programs (mode reduce-overhead). The graphs must
+// (backend cudagraphs) and over the compiled programs (mode reduce-overhead; max-autotune: the
+// same over inductor's programs, each choice measured at the first run). The graphs must
 // follow eager's losses and end with eager's weights: float32 within 1e-5 (cudagraphs replays
 // eager's kernels) and 1e-3 (reduce-overhead: decomposed ops round differently, and 50 steps of
 // Adam amplify that), bf16 within 2e-2: the losses, the weights (all of them as one vector,
@@ -15,9 +16,11 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <iostream>
 #include <random>
 
+#include "support/kernel_cache.h"
 #include "support/numerics.h"
 #include "support/optimizer_runs.h"
 #include "trainc/compat/torch_compat.h"
@@ -44,9 +47,12 @@ struct Trajectory {
   std::vector<torch::Tensor> weights;
   torch::Tensor held_out_logits;  // the trained model on a batch it never saw
   std::vector<std::string> events;
+  std::vector<std::string> compile_outcomes;
 };
 
-// mode: "eager", "cudagraphs" (eager autograd in the graph) or "reduce-overhead" (compiled programs).
+// mode: "eager", "cudagraphs" (eager autograd in the graph), "reduce-overhead" (compiled programs,
+// aot_eager) or "max-autotune" (inductor's programs, each library call's implementation and each
+// kernel's launch shape measured at their first run).
 Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_exchange = false) {
   ModelConfig config;
   config.name = "gpt";
@@ -78,9 +84,16 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
   };
   Trajectory trajectory;
   std::unique_ptr<StepCompiler> compiler;
-  if (mode == "reduce-overhead") {
-    compiler = std::make_unique<StepCompiler>(*model, loss_fn, CompileOptions{}, [](const CompileEvent&) {},
-                                              [](const std::string& warning) { FAIL(warning); });
+  if (mode == "reduce-overhead" || mode == "max-autotune") {
+    CompileOptions options;
+    if (mode == "max-autotune") {
+      options.backend = "inductor";
+      options.autotune = true;
+      options.compiler = test_compiler_settings();
+    }
+    compiler = std::make_unique<StepCompiler>(
+        *model, loss_fn, options, [&](const CompileEvent& event) { trajectory.compile_outcomes.push_back(event.outcome); },
+        [](const std::string& warning) { FAIL(warning); });
   }
   auto gradients = [&](const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
     torch::Tensor loss = torch::zeros({}, torch::TensorOptions().device(kGpu));
@@ -228,6 +241,12 @@ TEST_CASE("whole-step CUDA graphs train as eager does, float32", "[cuda]") {
   // The same kernels replayed: differences only where a reduction's order depends on the stream.
   SECTION("cudagraphs") { check_follows(train("cudagraphs", false, seed), eager, 1e-5); }
   SECTION("reduce-overhead") { check_follows(train("reduce-overhead", false, seed), eager, 1e-3); }
+  SECTION("max-autotune") {
+    // float32: flash and cuDNN attention do not take it and are left out; memory-efficient runs.
+    const Trajectory tuned = train("max-autotune", false, seed);
+    check_follows(tuned, eager, 1e-3);
+    CHECK(std::count(tuned.compile_outcomes.begin(), tuned.compile_outcomes.end(), "autotuned") == 2);  // one per signature
+  }
 }
 
 TEST_CASE("a step with an exchange runs as two CUDA graphs with the exchange between their replays", "[cuda]") {
@@ -250,4 +269,9 @@ TEST_CASE("whole-step CUDA graphs train as eager does, bf16 autocast", "[cuda]")
   const Trajectory eager = train("eager", true, seed);
   SECTION("cudagraphs") { check_follows(train("cudagraphs", true, seed), eager, 2e-2); }
   SECTION("reduce-overhead") { check_follows(train("reduce-overhead", true, seed), eager, 2e-2); }
+  SECTION("max-autotune") {
+    const Trajectory tuned = train("max-autotune", true, seed);
+    check_follows(tuned, eager, 2e-2);
+    CHECK(std::count(tuned.compile_outcomes.begin(), tuned.compile_outcomes.end(), "autotuned") == 2);
+  }
 }

@@ -90,11 +90,12 @@ OpGraph every_kernel_op(DType dtype, int64_t width) {
   return g;
 }
 
-void check_dtype(DType dtype, double tolerance, int64_t width) {
+// `tuner`: max-autotune's, which on a GPU runs each kernel under the launch shape it measures fastest.
+void check_dtype(DType dtype, double tolerance, int64_t width, std::shared_ptr<Autotuner> tuner = nullptr) {
   const OpGraph g = every_kernel_op(dtype, width);
   verify(g.graph);
   InductorReport report;
-  const auto program = build_fused_program(g.graph, test::test_compiler_settings(), report, test_device());
+  const auto program = build_fused_program(g.graph, test::test_compiler_settings(), report, test_device(), tuner);
   CHECK(report.kernels > 0);
   CHECK(report.aten_calls == 0);  // every op here, casts into bf16 of computed values included, is a kernel's
   const at::ScalarType type = to_scalar_type(dtype);
@@ -133,5 +134,29 @@ TEST_CASE("every op a generated kernel computes matches ATen: float64, float32, 
     check_dtype(DType::f64, 1e-12, width);
     check_dtype(DType::f32, 1e-5, width);
     check_dtype(DType::bf16, 2e-2, width);
+  }
+}
+
+// Measurements made up so that the first launch shape measured wins every choice (times that grow),
+// or the last one (times that shrink). On the CPU there is one launch: nothing is measured.
+TEST_CASE("generated kernels match ATen under every launch shape max-autotune measures", "[numerics][inductor][autotune]") {
+  for (const bool first_wins : {true, false}) {
+    INFO((first_wins ? "the narrowest shape wins" : "the widest shape wins"));
+    int calls = 0;
+    auto tuner = std::make_shared<Autotuner>(TuningCache(""), [&](const std::function<void()>& work) {
+      work();
+      ++calls;
+      return first_wins ? calls : 1.0 / calls;
+    });
+    for (const int64_t width : {37, 40}) {
+      check_dtype(DType::f32, 1e-5, width, tuner);
+      check_dtype(DType::bf16, 2e-2, width, tuner);
+    }
+    const TuningStats stats = tuner->take_stats();
+    if (test_device().is_cuda()) {
+      CHECK(stats.measured > 0);
+    } else {
+      CHECK(stats.measured == 0);
+    }
   }
 }

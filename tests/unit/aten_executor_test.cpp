@@ -8,6 +8,8 @@
 #include <functional>
 #include <set>
 
+#include "trainc/compat/library_variants.h"
+#include "trainc/compile/autotune/library_choice.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/linear_cross_entropy.h"
 
@@ -243,4 +245,54 @@ TEST_CASE("a concatenation of adjacent views is a view of their buffer; attentio
   const at::Tensor qkv = execute_node(concat, projections, at::kCPU);
   CHECK(qkv.data_ptr() == stacked.data_ptr());
   CHECK(torch::equal(qkv.reshape({b, t, 3, h, d}).permute({2, 0, 3, 1, 4}), stacked));
+}
+
+TEST_CASE("attention through a named backend computes what the default call does", "[unit][ir][aten][autotune]") {
+  const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  const int64_t b = 2, h = 3, t = 5, d = 4;
+  const std::vector<at::Tensor> inputs = {torch::randn({b, h, t, d}, f64), torch::randn({b, h, t, d}, f64), torch::randn({b, h, t, d}, f64),
+                                          torch::randn({b, h, t, d}, f64)};
+  for (const double scale : {0.0, 0.3}) {
+    for (const bool causal : {true, false}) {
+      INFO("scale " << scale << ", causal " << causal);
+      Node node;
+      node.attrs.scalar = scale;
+      node.attrs.causal = causal;
+      for (const Op op : {Op::attention, Op::attention_grad}) {
+        node.op = op;
+        const std::vector<at::Tensor> args(inputs.begin(), inputs.begin() + (op == Op::attention ? 3 : 4));
+        const at::Tensor expected = execute_node(node, args, at::kCPU);
+        for (const trainc::AttentionBackend backend : trainc::attention_backends(at::kCPU)) {
+          const at::Tensor got = execute_node(node, args, at::kCPU, trainc::attention_backend_name(backend));
+          CHECK(torch::allclose(got, expected, 1e-10, 1e-12));
+          if (op == Op::attention_grad) CHECK(got.permute({1, 3, 0, 2, 4}).is_contiguous());
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("on the CPU a compiled program's library calls keep ATen's defaults", "[unit][ir][aten][autotune]") {
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat);
+  Node attention;
+  attention.op = Op::attention;
+  attention.attrs.causal = true;
+  const std::vector<at::Tensor> qkv = {torch::randn({1, 2, 8, 4}, f32), torch::randn({1, 2, 8, 4}, f32), torch::randn({1, 2, 8, 4}, f32)};
+  Node matmul;
+  matmul.op = Op::matmul;
+  const std::vector<at::Tensor> operands = {torch::randn({3, 4}, f32), torch::randn({4, 5}, f32)};
+  int measured = 0;
+  trainc::Autotuner tuner(trainc::TuningCache(""), [&](const std::function<void()>& work) {
+    ++measured;
+    work();
+    return 1.0;
+  });
+  // One attention backend and one BLAS library on the CPU: nothing to measure, nothing to pick.
+  CHECK(trainc::choose_library_variant(attention, qkv, at::kCPU, &tuner).empty());
+  CHECK(trainc::choose_library_variant(matmul, operands, at::kCPU, &tuner).empty());
+  CHECK(trainc::choose_library_variant(attention, qkv, at::kCPU, nullptr).empty());
+  CHECK(measured == 0);
+  CHECK(trainc::describe_call(attention, qkv) ==
+        "attention causal scale 0 | f32[1,2,8,4]/[64,32,4,1] f32[1,2,8,4]/[64,32,4,1] f32[1,2,8,4]/[64,32,4,1]");
+  CHECK(trainc::describe_call(matmul, {operands[0], operands[1].t()}) == "matmul | f32[3,4]/[4,1] f32[5,4]/[1,5]");
 }

@@ -70,3 +70,27 @@ TEST_CASE("CUDA graphs refuse what a replay cannot do", "[compile][registry]") {
   CHECK(select_backend(compiled("inductor", "reduce-overhead"), "cuda").whole_step_graph());
   CHECK_THAT(refusal(compiled("cudagraphs", "max-autotune"), "cuda"), Contains("needs the inductor backend"));
 }
+
+TEST_CASE("max-autotune measures candidates under inductor, with CUDA graphs on cuda", "[compile][registry]") {
+  const BackendChoice tuned = select_backend(compiled(std::nullopt, "max-autotune"), "cuda");
+  CHECK(tuned.backend == "inductor");
+  CHECK(tuned.autotunes());
+  CHECK(tuned.whole_step_graph());
+  const BackendChoice no_graphs = select_backend(compiled("inductor", "max-autotune-no-cudagraphs"), "cuda");
+  CHECK(no_graphs.autotunes());
+  CHECK_FALSE(no_graphs.whole_step_graph());
+  CHECK_FALSE(select_backend(compiled("inductor", "reduce-overhead"), "cuda").autotunes());
+
+  const BackendChoice on_cpu = select_backend(compiled("inductor", "max-autotune"), "cpu");
+  CHECK(on_cpu.mode == "max-autotune-no-cudagraphs");
+  CHECK(on_cpu.autotunes());
+  CHECK_FALSE(on_cpu.whole_step_graph());
+  REQUIRE(on_cpu.warnings.size() == 1);
+  CHECK_THAT(on_cpu.warnings[0], Contains("on cpu the step runs in mode max-autotune-no-cudagraphs"));
+
+  CHECK_THAT(refusal(compiled("aot_eager", "max-autotune-no-cudagraphs"), "cpu"), Contains("needs the inductor backend"));
+  TrainingArguments fp16 = compiled(std::nullopt, "max-autotune");
+  fp16.fp16 = true;
+  CHECK_THAT(refusal(fp16, "cuda"), Contains("fp16: true with torch_compile_mode: max-autotune:") &&
+                                        Contains("or torch_compile_mode: max-autotune-no-cudagraphs"));
+}

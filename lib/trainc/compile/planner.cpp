@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/device_timing.h"
 #include "trainc/compile/backends/inductor.h"
 #include "trainc/compile/runtime/guards.h"
 #include "trainc/models/model.h"
@@ -178,9 +179,14 @@ at::Tensor StepCompiler::run(const at::Tensor& inputs, const at::Tensor& targets
     if (!options_.dump_dir.empty()) dump_plan(plan, options_.dump_dir, prefix);
     std::shared_ptr<CompiledStep> step;
     if (plan.complete() && options_.backend == "inductor") {
+      if (options_.autotune && !tuner_) {
+        const at::Device device = inputs.device();
+        tuner_ = std::make_shared<Autotuner>(TuningCache(kernel_cache_directory(options_.compiler, kAutotuneFolder)),
+                                             [device](const std::function<void()>& work) { return time_on_device(device, work, 5); });
+      }
       InductorReport report;
       step = compile_inductor_step(std::move(plan.programs), plan.imported.updated_buffers, plan.joint.gradient_inputs, options_.compiler, inputs.device(),
-                                   options_.dump_dir.empty() ? "" : (fs::path(options_.dump_dir) / prefix).string(), report);
+                                   options_.dump_dir.empty() ? "" : (fs::path(options_.dump_dir) / prefix).string(), report, tuner_);
       event.outcome = "compiled";
       event.detail = report.summary();
       event.libraries_compiled = report.libraries_compiled;
@@ -208,7 +214,24 @@ at::Tensor StepCompiler::run(const at::Tensor& inputs, const at::Tensor& targets
   std::vector<at::Tensor> tensors = model_tensors_;
   tensors.push_back(inputs);
   tensors.push_back(targets);
-  return found->second->run(tensors, grad_scale);
+  const at::Tensor loss = found->second->run(tensors, grad_scale);
+  if (tuner_) report_tuning(signature);
+  return loss;
+}
+
+void StepCompiler::report_tuning(const std::string& signature) {
+  const TuningStats stats = tuner_->take_stats();
+  if (stats.measured == 0 && stats.from_cache == 0) return;
+  CompileEvent event;
+  event.signature = signature;
+  event.reason = "max-autotune, first run of the compiled step";
+  event.outcome = "autotuned";
+  event.seconds = stats.seconds;
+  event.detail = std::to_string(stats.measured) + " choices measured, " + std::to_string(stats.from_cache) + " read from the tuning cache (" +
+                 tuner_->cache().directory() + ")";
+  pending_seconds_ += stats.seconds;
+  total_seconds_ += stats.seconds;
+  on_compile_(event);
 }
 
 }  // namespace trainc

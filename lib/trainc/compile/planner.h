@@ -14,6 +14,7 @@
 #include <string>
 
 #include "trainc/compile/autodiff/autodiff.h"
+#include "trainc/compile/autotune/autotuner.h"
 #include "trainc/compile/backends/registry.h"
 #include "trainc/compile/capture/capture.h"
 #include "trainc/compile/import/import.h"
@@ -29,6 +30,7 @@ struct CompileOptions {
   std::string dump_dir;               // when set: the graphs (and generated source) of every compile
   int recompile_limit = 8;
   CompilerSettings compiler;          // inductor: the C++ compiler and the kernel cache
+  bool autotune = false;              // inductor, modes max-autotune*: measure candidates at a program's first run
 };
 
 struct CompilePlan {
@@ -54,7 +56,7 @@ std::string describe_breaks(const std::vector<GraphBreak>& breaks);
 struct CompileEvent {
   std::string signature;
   std::string reason;   // "first step", "new input signature (compiled before: ...)"
-  std::string outcome;  // "compiled", "graph break: running eagerly", "recompile limit: running eagerly"
+  std::string outcome;  // "compiled", "graph break: running eagerly", "recompile limit: running eagerly", "autotuned"
   double seconds = 0.0;
   std::string detail;   // inductor: what was generated, compiled and found in the kernel cache
   int libraries_compiled = 0;
@@ -75,6 +77,8 @@ class StepCompiler {
 
  private:
   at::Tensor run_eagerly(const at::Tensor& inputs, const at::Tensor& targets, double grad_scale);
+  // After a run that measured or read choices: an "autotuned" event, its seconds counted as compile time.
+  void report_tuning(const std::string& signature);
 
   Model& model_;
   std::vector<at::Tensor> model_tensors_;  // parameters then buffers: the step's leading inputs
@@ -82,6 +86,7 @@ class StepCompiler {
   CompileOptions options_;
   std::function<void(const CompileEvent&)> on_compile_;
   std::function<void(const std::string&)> warn_;
+  std::shared_ptr<Autotuner> tuner_;  // made at the first compile when options_.autotune
   std::map<std::string, std::shared_ptr<CompiledStep>> steps_;  // nullptr: this signature runs eagerly
   int compiles_ = 0;
   bool warned_limit_ = false;

@@ -386,6 +386,7 @@ void Trainer::start_compiler() {
   options.fullgraph = args_.torch_compile_fullgraph;
   options.dump_dir = options_.dump_dir;
   if (options.backend == "inductor") options.compiler = compiler_settings_from_environment();
+  options.autotune = backend_->autotunes();
   auto on_compile = [this, inductor = options.backend == "inductor"](const CompileEvent& event) {
     nlohmann::json fields = {{"compile_seconds", event.seconds},
                              {"compile_reason", event.reason},

@@ -71,6 +71,61 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std
   return build;
 }
 
+// NVRTC modules of rendered programs (each with kernels), through the cubin cache; a launcher each.
+std::vector<KernelLauncher> cuda_launchers(const std::vector<const codegen::RenderedProgram*>& programs, const CompilerSettings& settings,
+                                           InductorReport& report) {
+  std::vector<CudaSource> sources;
+  for (const codegen::RenderedProgram* program : programs) {
+    CudaSource source{program->text(), {}};
+    for (const codegen::RenderedKernel& kernel : program->kernels) source.symbols.push_back(kernel.symbol);
+    sources.push_back(std::move(source));
+  }
+  const std::vector<CudaModuleBuild> modules = build_cuda_modules(sources, settings);
+  std::vector<KernelLauncher> launchers;
+  for (std::size_t i = 0; i < programs.size(); ++i) {
+    ++(modules[i].cache_hit ? report.libraries_cached : report.libraries_compiled);
+    std::vector<std::pair<int64_t, int>> launches;  // grid, block
+    for (const codegen::RenderedKernel& kernel : programs[i]->kernels) launches.emplace_back(kernel.grid, kernel.block);
+    launchers.push_back([module = modules[i].module, launches](std::size_t k, void* const* arguments, std::size_t count) {
+      module->launch(k, launches[k].first, launches[k].second, arguments, count);
+    });
+  }
+  return launchers;
+}
+
+// max-autotune on a GPU: each program's kernels rendered and compiled under every tuned launch
+// shape, for the program to measure at its first run.
+std::vector<LaunchVariants> launch_variants(const std::vector<const ProgramBuild*>& builds, const std::vector<std::string>& names,
+                                            const CompilerSettings& settings, InductorReport& report) {
+  const std::vector<codegen::LaunchShape>& shapes = codegen::tuned_launch_shapes();
+  std::vector<codegen::RenderedProgram> rendered;
+  std::vector<const codegen::RenderedProgram*> with_kernels;
+  for (std::size_t p = 0; p < builds.size(); ++p) {
+    for (const codegen::LaunchShape& shape : shapes) rendered.push_back(codegen::render_cuda_kernels(builds[p]->graph, builds[p]->schedule, names[p], shape));
+  }
+  for (const codegen::RenderedProgram& program : rendered) {
+    if (!program.kernels.empty()) with_kernels.push_back(&program);
+  }
+  std::vector<KernelLauncher> launchers = cuda_launchers(with_kernels, settings, report);
+  std::vector<LaunchVariants> variants(builds.size());
+  std::size_t next = 0;
+  for (std::size_t p = 0; p < builds.size(); ++p) {
+    if (builds[p]->schedule.kernels.empty()) continue;
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+      const codegen::RenderedProgram& program = rendered[p * shapes.size() + s];
+      // A repeated kernel's source names the kernel whose code it launches: that code, per kernel.
+      std::map<std::string, std::string> code_of_symbol;
+      std::vector<std::string> code;
+      for (const codegen::RenderedKernel& kernel : program.kernels) code_of_symbol.emplace(kernel.symbol, kernel.source);
+      for (const codegen::RenderedKernel& kernel : program.kernels) code.push_back(code_of_symbol.at(kernel.symbol));
+      variants[p].names.push_back(shapes[s].name());
+      variants[p].launchers.push_back(std::move(launchers[next++]));
+      variants[p].code.push_back(std::move(code));
+    }
+  }
+  return variants;
+}
+
 // Compiles the programs' kernels (those that have any; the C++ compiler for the CPU, NVRTC for a
 // GPU, both through their caches) and gives each program the launcher of its kernels.
 std::vector<KernelLauncher> build_launchers(const std::vector<const ProgramBuild*>& builds, const CompilerSettings& settings, at::Device device,
@@ -81,21 +136,10 @@ std::vector<KernelLauncher> build_launchers(const std::vector<const ProgramBuild
     if (!builds[p]->rendered.kernels.empty()) with_kernels.push_back(p);
   }
   if (device.is_cuda()) {
-    std::vector<CudaSource> sources;
-    for (std::size_t p : with_kernels) {
-      CudaSource source{builds[p]->rendered.text(), {}};
-      for (const codegen::RenderedKernel& kernel : builds[p]->rendered.kernels) source.symbols.push_back(kernel.symbol);
-      sources.push_back(std::move(source));
-    }
-    const std::vector<CudaModuleBuild> modules = build_cuda_modules(sources, settings);
-    for (std::size_t i = 0; i < with_kernels.size(); ++i) {
-      ++(modules[i].cache_hit ? report.libraries_cached : report.libraries_compiled);
-      std::vector<std::pair<int64_t, int>> launches;  // grid, block
-      for (const codegen::RenderedKernel& kernel : builds[with_kernels[i]]->rendered.kernels) launches.emplace_back(kernel.grid, kernel.block);
-      launchers[with_kernels[i]] = [module = modules[i].module, launches](std::size_t k, void* const* arguments, std::size_t count) {
-        module->launch(k, launches[k].first, launches[k].second, arguments, count);
-      };
-    }
+    std::vector<const codegen::RenderedProgram*> rendered;
+    for (std::size_t p : with_kernels) rendered.push_back(&builds[p]->rendered);
+    std::vector<KernelLauncher> built = cuda_launchers(rendered, settings, report);
+    for (std::size_t i = 0; i < with_kernels.size(); ++i) launchers[with_kernels[i]] = std::move(built[i]);
     return launchers;
   }
   std::vector<LibrarySource> sources;
@@ -153,17 +197,19 @@ std::string describe_fused_program(const ir::Graph& program) {
 }
 
 std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, const CompilerSettings& settings, InductorReport& report,
-                                                  at::Device device) {
+                                                  at::Device device, std::shared_ptr<Autotuner> tuner) {
   ProgramBuild build = plan_program(program, device);
   account(build, report);
   KernelLauncher launcher = build_launchers({&build}, settings, device, report).front();
+  LaunchVariants variants;
+  if (tuner && device.is_cuda()) variants = std::move(launch_variants({&build}, {""}, settings, report).front());
   return std::make_shared<FusedProgram>(std::move(build.graph), std::move(build.schedule), std::move(build.plan), build.rendered,
-                                        std::move(launcher), device);
+                                        std::move(launcher), device, std::move(tuner), std::move(variants));
 }
 
 std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
                                                     const CompilerSettings& settings, at::Device device, const std::string& dump_prefix,
-                                                    InductorReport& report) {
+                                                    InductorReport& report, std::shared_ptr<Autotuner> tuner) {
   ProgramBuild forward = plan_program(programs.forward, device, "fwd");
   ProgramBuild backward = plan_program(programs.backward, device, "bwd");
   ProgramBuild* builds[] = {&forward, &backward};
@@ -180,11 +226,14 @@ std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::
     account(build, report);
   }
   std::vector<KernelLauncher> launchers = build_launchers({&forward, &backward}, settings, device, report);
+  std::vector<LaunchVariants> variants(2);
+  if (tuner && device.is_cuda()) variants = launch_variants({&forward, &backward}, {"fwd", "bwd"}, settings, report);
   std::shared_ptr<FusedProgram> fused[2];
   for (int p = 0; p < 2; ++p) {
     ProgramBuild& build = *builds[p];
     fused[p] = std::make_shared<FusedProgram>(std::move(build.graph), std::move(build.schedule), std::move(build.plan), build.rendered,
-                                              std::move(launchers[static_cast<std::size_t>(p)]), device);
+                                              std::move(launchers[static_cast<std::size_t>(p)]), device, tuner,
+                                              std::move(variants[static_cast<std::size_t>(p)]));
   }
   const auto runner = [device](std::shared_ptr<FusedProgram> program) {
     return [program, device](const std::vector<at::Tensor>& inputs, at::Device on) {

@@ -32,14 +32,15 @@ struct InductorReport {
 };
 
 // `dump_prefix`: when set, the generated sources are written to <dump_prefix>-forward.cpp and
-// <dump_prefix>-backward.cpp.
+// <dump_prefix>-backward.cpp. `tuner`: set in mode max-autotune (the programs measure their
+// candidates at their first run).
 std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
                                                     const CompilerSettings& settings, at::Device device, const std::string& dump_prefix,
-                                                    InductorReport& report);
+                                                    InductorReport& report, std::shared_ptr<Autotuner> tuner = nullptr);
 
 // One program through the whole pipeline (what compile_inductor_step does for each of its two).
 std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, const CompilerSettings& settings, InductorReport& report,
-                                                  at::Device device = at::kCPU);
+                                                  at::Device device = at::kCPU, std::shared_ptr<Autotuner> tuner = nullptr);
 
 // For `trainc explain`: "12 generated kernels computing 140 nodes (7 with reductions), 9 ATen
 // calls (matmul 6, ...); memory plan: 3.1 MB arena for 9.4 MB of intermediates"

@@ -62,24 +62,26 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
                               " the step runs in mode default");
     choice.mode = "default";
   }
+  if (choice.mode == "max-autotune" && device_type != "cuda") {
+    choice.warnings.push_back("torch_compile_mode max-autotune adds CUDA graphs, which need a CUDA device; on " + device_type +
+                              " the step runs in mode max-autotune-no-cudagraphs");
+    choice.mode = "max-autotune-no-cudagraphs";
+  }
   if (choice.whole_step_graph()) {
-    const std::string graphs = choice.backend == "cudagraphs" ? "torch_compile_backend: cudagraphs" : "torch_compile_mode: reduce-overhead";
+    const std::string graphs = choice.backend == "cudagraphs" ? "torch_compile_backend: cudagraphs" : "torch_compile_mode: " + choice.mode;
+    const std::string without_graphs = choice.autotunes() ? "max-autotune-no-cudagraphs" : "default";
     if (args.fp16) {
       throw UserError("fp16: true with " + graphs + ": fp16's dynamic loss scaling decides on the host at every step whether to skip "
-                      "it, which a replayed CUDA graph cannot do; use bf16: true, or torch_compile_mode: default");
+                      "it, which a replayed CUDA graph cannot do; use bf16: true, or torch_compile_mode: " + without_graphs);
     }
     if (args.gradient_checkpointing) {
       throw UserError("gradient_checkpointing: true with " + graphs + ": recomputing a checkpointed segment restores the random "
                       "generator's state from the host, which a CUDA graph cannot replay; turn one of them off");
     }
   }
-  if ((choice.mode == "max-autotune" || choice.mode == "max-autotune-no-cudagraphs") && choice.backend == "inductor") {
-    throw UserError("torch_compile_mode: " + choice.mode + " benchmarks candidate kernels and keeps the fastest, which this build of "
-                    "trainc does not do yet; use torch_compile_mode: default");
-  }
-  if (choice.mode == "max-autotune" || choice.mode == "max-autotune-no-cudagraphs") {
-    throw UserError("torch_compile_mode: " + choice.mode + " tunes generated kernels, which needs the inductor backend; backend " +
-                    choice.backend + " runs mode default");
+  if (choice.autotunes() && choice.backend != "inductor") {
+    throw UserError("torch_compile_mode: " + choice.mode + " tunes the kernels inductor generates and the library calls it makes, which "
+                    "needs the inductor backend; backend " + choice.backend + " runs mode default or reduce-overhead");
   }
   return choice;
 }

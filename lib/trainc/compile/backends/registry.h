@@ -24,9 +24,14 @@ struct BackendChoice {
   std::string backend;  // "eager" runs uncompiled
   std::string mode;     // "default" unless configured
   bool selected_from_hardware = false;
-  // The step runs as a CUDA graph: backend cudagraphs, or a compiling backend in mode reduce-overhead
-  // (which select_backend keeps only on CUDA; with eager it has no effect).
-  bool whole_step_graph() const { return backend == "cudagraphs" || (backend != "eager" && mode == "reduce-overhead"); }
+  // The step runs as a CUDA graph: backend cudagraphs, or a compiling backend in mode
+  // reduce-overhead or max-autotune (which select_backend keeps only on CUDA; with eager they have
+  // no effect).
+  bool whole_step_graph() const {
+    return backend == "cudagraphs" || (backend != "eager" && (mode == "reduce-overhead" || mode == "max-autotune"));
+  }
+  // Modes max-autotune and max-autotune-no-cudagraphs: measure candidate implementations.
+  bool autotunes() const { return mode == "max-autotune" || mode == "max-autotune-no-cudagraphs"; }
   std::vector<std::string> warnings;  // e.g. reduce-overhead on the CPU
   std::string describe() const;       // "aot_eager, mode default (configured)"
 };

@@ -111,7 +111,6 @@ template <bool Sum, typename T> K_DEVICE T k_block_reduce(T v, T identity, T* sh
 const TargetSpelling kCudaSpelling{"__int_as_float(0x7f800000)", "__longlong_as_double(0x7ff0000000000000LL)",
                                    "__int_as_float(0x7fc00000)", "__longlong_as_double(0x7ff8000000000000LL)"};
 
-constexpr int kPointwiseBlock = 256;
 constexpr int64_t kMaxGrid = 65536;  // blocks; grid-stride loops cover the rest
 // A vectorized pointwise kernel's thread computes this many consecutive elements of a row, and
 // moves each contiguous bf16 or float32 operand 16 bytes at a time.
@@ -127,23 +126,24 @@ int reduction_block(int64_t units, int per_thread) {
 
 class CudaKernelRenderer : KernelLayout {
  public:
-  CudaKernelRenderer(const ir::Graph& graph, const Schedule& schedule, int index, std::string symbol)
-      : KernelLayout(graph, schedule, index, kCudaSpelling), symbol_(std::move(symbol)) {}
+  CudaKernelRenderer(const ir::Graph& graph, const Schedule& schedule, int index, std::string symbol, const LaunchShape& shape)
+      : KernelLayout(graph, schedule, index, kCudaSpelling), symbol_(std::move(symbol)), block_(shape.pointwise_block), shape_(shape) {}
 
   RenderedKernel render() {
     RenderedKernel result;
     result.symbol = symbol_;
     // 32-bit indices when every index fits, also one grid-stride step past the end (a loop
-    // counter steps by at most kMaxGrid blocks of kPointwiseBlock threads before its test).
-    index_type_ = index_extent() + kMaxGrid * kPointwiseBlock < (int64_t{1} << 31) ? "int" : "int64_t";
+    // counter steps by at most kMaxGrid blocks of a pointwise block's threads before its test).
+    index_type_ = index_extent() + kMaxGrid * block_ < (int64_t{1} << 31) ? "int" : "int64_t";
     const bool reduction = kernel_.has_reduction();
     record_arguments(result);
     const bool vectorized = plan_vector_accesses(result);
     // A reduction's block is sized to the row: four columns a thread, or two groups of
     // kVectorWidth (a GPT-2 row of 768 gets 256 threads, or 64 threads of 16-byte loads).
-    result.block = reduction ? (vectorized ? reduction_block(columns() / kVectorWidth, 2) : reduction_block(columns(), 4)) : kPointwiseBlock;
+    result.block = reduction ? shape_.reduction_block(vectorized ? reduction_block(columns() / kVectorWidth, 2) : reduction_block(columns(), 4))
+                             : block_;
     const int64_t threads = reduction ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
-    const int64_t work = reduction ? rows() : (threads + kPointwiseBlock - 1) / kPointwiseBlock;
+    const int64_t work = reduction ? rows() : (threads + block_ - 1) / block_;
     result.grid = std::max<int64_t>(1, std::min(work, kMaxGrid));
     std::ostringstream out;
     out << "\n// kernel " << index_ << ": " << describe() << "\n";
@@ -178,8 +178,8 @@ class CudaKernelRenderer : KernelLayout {
 
   void pointwise_body(std::ostream& out) const {
     const std::string t = index_type_;
-    out << "  for (" << t << " e = blockIdx.x * " << kPointwiseBlock << " + threadIdx.x; e < " << rows() * columns() << "; e += gridDim.x * "
-        << kPointwiseBlock << ") {\n";
+    out << "  for (" << t << " e = blockIdx.x * " << block_ << " + threadIdx.x; e < " << rows() * columns() << "; e += gridDim.x * " << block_
+        << ") {\n";
     const std::string indent = "    ";
     out << indent << "const " << t << " o = e / " << columns() << ";\n";
     out << indent << "const " << t << " j0 = e - o * " << columns() << ";\n";
@@ -241,8 +241,8 @@ class CudaKernelRenderer : KernelLayout {
 
   void vectorized_pointwise_body(std::ostream& out) const {
     const std::string t = index_type_, w = std::to_string(kVectorWidth);
-    out << "  for (" << t << " ev = blockIdx.x * " << kPointwiseBlock << " + threadIdx.x; ev < " << rows() * columns() / kVectorWidth
-        << "; ev += gridDim.x * " << kPointwiseBlock << ") {\n";
+    out << "  for (" << t << " ev = blockIdx.x * " << block_ << " + threadIdx.x; ev < " << rows() * columns() / kVectorWidth
+        << "; ev += gridDim.x * " << block_ << ") {\n";
     const std::string indent = "    ", inner = "      ";
     out << indent << "const " << t << " o = ev / " << columns() / kVectorWidth << ";\n";
     out << indent << "const " << t << " jv = (ev - o * " << columns() / kVectorWidth << ") * " << w << ";\n";
@@ -376,6 +376,8 @@ class CudaKernelRenderer : KernelLayout {
   }
 
   std::string symbol_;
+  int block_;  // a pointwise kernel's threads per block
+  LaunchShape shape_;
   std::string index_type_ = "int64_t";
   std::set<ValueId> vector_stores_;  // stored kVectorWidth values at a time
 };
@@ -403,14 +405,31 @@ std::string canonical_names(const std::string& code) {
 
 const char* cuda_prelude() { return kPrelude; }
 
-RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule, const std::string& program_name) {
+int LaunchShape::reduction_block(int row_sized) const {
+  int block = row_sized;
+  for (int s = 0; s < reduction_scale_log2 && block < 1024; ++s) block *= 2;
+  for (int s = 0; s > reduction_scale_log2 && block > 32; --s) block /= 2;
+  return block;
+}
+
+std::string LaunchShape::name() const {
+  return "pointwise " + std::to_string(pointwise_block) + ", reductions x" +
+         (reduction_scale_log2 >= 0 ? std::to_string(1 << reduction_scale_log2) : "1/" + std::to_string(1 << -reduction_scale_log2));
+}
+
+const std::vector<LaunchShape>& tuned_launch_shapes() {
+  static const std::vector<LaunchShape> shapes = {{128, -1}, LaunchShape{}, {512, 1}};
+  return shapes;
+}
+
+RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule, const std::string& program_name, const LaunchShape& shape) {
   RenderedProgram program;
   program.prelude = kPrelude;
   const std::string prefix = program_name.empty() ? "trainc_kernel_" : "trainc_kernel_" + program_name + "_";
   std::map<std::string, std::size_t> first_with_code;  // canonical code -> the kernel that has it
   for (std::size_t k = 0; k < schedule.kernels.size(); ++k) {
     const int index = static_cast<int>(k);
-    RenderedKernel kernel = CudaKernelRenderer(graph, schedule, index, prefix + std::to_string(index)).render();
+    RenderedKernel kernel = CudaKernelRenderer(graph, schedule, index, prefix + std::to_string(index), shape).render();
     // Each layer's kernels repeat the previous layer's but for the values they name: with names
     // numbered within the kernel, the code is compiled once and the repeats launch it.
     const std::size_t header_end = kernel.source.find('\n', 1) + 1;

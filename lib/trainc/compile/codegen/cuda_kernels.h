@@ -1,9 +1,9 @@
-// defines: render_cuda_kernels, cuda_prelude
+// defines: LaunchShape, tuned_launch_shapes, render_cuda_kernels, cuda_prelude
 //
 // The CUDA renderer: one `extern "C" __global__` function per fused kernel of a schedule, the
 // same kernels the CPU renderer emits (the scheduler is shared; see kernel_layout), compiled at
 // run time with NVRTC (runtime/cuda_modules).
-//   - pointwise kernels: one thread per element, 256 threads a block, a grid-stride loop;
+//   - pointwise kernels: one thread per element, 256 threads a block (LaunchShape), a grid-stride loop;
 //   - reductions: one block per row (grid-stride over rows); its threads stride over the row's
 //     columns, and each reduction ends in a warp-shuffle tree and one across the block's warps.
 //     The block is sized to the row: a quarter of its columns, rounded up to a power of two,
@@ -23,15 +23,30 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "trainc/compile/codegen/kernel_layout.h"
 #include "trainc/compile/passes/fusion.h"
 
 namespace trainc::codegen {
 
+// How kernels are launched: a pointwise kernel's threads per block, and a factor on the block a
+// reduction sizes to its row (kept within 32..1024 threads). The default is what mode default
+// runs; max-autotune compiles every kernel under each of tuned_launch_shapes() and measures them.
+struct LaunchShape {
+  int pointwise_block = 256;
+  int reduction_scale_log2 = 0;  // the row-sized block times 2^this
+  int reduction_block(int row_sized) const;
+  std::string name() const;  // "pointwise 256, reductions x1"
+};
+
+// Narrower, the default, wider: {128, x1/2}, {256, x1}, {512, x2}.
+const std::vector<LaunchShape>& tuned_launch_shapes();
+
 // Kernels are named trainc_kernel_<program_name>_<i> (trainc_kernel_<i> without a name), so a
 // profiler trace tells the forward's kernels from the backward's.
-RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule, const std::string& program_name = "");
+RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule, const std::string& program_name = "",
+                                    const LaunchShape& shape = LaunchShape{});
 
 // What every generated CUDA source starts with (fixed-width types, math and bf16 helpers, block
 // reductions); hand-written kernels compiled through NVRTC use it too.

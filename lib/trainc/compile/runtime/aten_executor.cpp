@@ -2,9 +2,12 @@
 
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include <torch/csrc/autograd/autograd.h>
 
+#include "trainc/common/error.h"
+#include "trainc/compat/library_variants.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/runtime/linear_cross_entropy.h"
 
@@ -14,24 +17,28 @@ namespace {
 using Inputs = std::vector<at::Tensor>;
 using Kernel = at::Tensor (*)(const Inputs&, const Attributes&, at::Device);
 
+// Without a chosen backend: ATen's scaled_dot_product_attention, which picks one itself, for the
+// causal attention it computes; the textbook formula otherwise.
 at::Tensor attention(const Inputs& in, const Attributes& attrs) {
-  const double default_scale = 1.0 / std::sqrt(static_cast<double>(in[0].size(-1)));
-  if (attrs.causal && (attrs.scalar == 0.0 || attrs.scalar == default_scale)) return causal_attention(in[0], in[1], in[2], 0.0, false);
-  at::Tensor scores = at::matmul(in[0], in[1].transpose(-2, -1)) * (attrs.scalar == 0.0 ? default_scale : attrs.scalar);
-  if (attrs.causal) {
-    const int64_t t = scores.size(-2), s = scores.size(-1);
-    scores = scores.masked_fill(at::ones({t, s}, scores.options().dtype(at::kBool)).triu(1), -INFINITY);
-  }
-  return at::matmul(at::softmax(scores, -1), in[2]);
+  const double scale = attention_scale(attrs, in[0].size(-1));
+  if (attrs.causal && scale == attention_scale(Attributes{}, in[0].size(-1))) return causal_attention(in[0], in[1], in[2], 0.0, false);
+  return attention_with(AttentionBackend::math, in[0], in[1], in[2], scale, attrs.causal);
 }
 
-// dq, dk, dv stacked: the attention recomputed under autograd and differentiated, which on a GPU
-// runs the fused attention kernels' own backward. The stack [3, B, H, T, D] is laid out in memory
-// as [B, T, 3, H, D], the gradient of a fused q-k-v projection's output: each of dq, dk, dv turned
-// back to [B, T, H * D] is then a view, and their concatenation is the buffer itself (run_concat),
-// where a contiguous stack cost two more copies of every gradient. One stack of the three (as
-// [B, T, H, D], the layout the fused kernels give gradients of such q, k, v) fills it in one
-// vectorized copy, where a copy into each third of it ran three strided ones at half the speed.
+// dq, dk, dv stacked. The stack [3, B, H, T, D] is laid out in memory as [B, T, 3, H, D], the
+// gradient of a fused q-k-v projection's output: each of dq, dk, dv turned back to [B, T, H * D]
+// is then a view, and their concatenation is the buffer itself (run_concat), where a contiguous
+// stack cost two more copies of every gradient. One stack of the three (as [B, T, H, D], the
+// layout the fused kernels give gradients of such q, k, v) fills it in one vectorized copy, where
+// a copy into each third of it ran three strided ones at half the speed.
+at::Tensor stack_attention_grads(const std::array<at::Tensor, 3>& grads) {
+  std::vector<at::Tensor> time_major;  // [B, T, H, D]
+  for (const at::Tensor& grad : grads) time_major.push_back(grad.permute({0, 2, 1, 3}));
+  return at::stack(time_major, 2).permute({2, 0, 3, 1, 4});
+}
+
+// Without a chosen backend: the attention recomputed under autograd and differentiated, which on a
+// GPU runs the kernel ATen picks and that kernel's own backward.
 at::Tensor attention_grad(const Inputs& in, const Attributes& attrs) {
   std::vector<at::Tensor> grads;
   {
@@ -41,9 +48,7 @@ at::Tensor attention_grad(const Inputs& in, const Attributes& attrs) {
     const at::Tensor out = attention(qkv, attrs);
     grads = torch::autograd::grad({out}, qkv, {in[3]});
   }
-  std::vector<at::Tensor> time_major;  // [B, T, H, D]
-  for (const at::Tensor& grad : grads) time_major.push_back(grad.permute({0, 2, 1, 3}));
-  return at::stack(time_major, 2).permute({2, 0, 3, 1, 4});
+  return stack_attention_grads({grads[0], grads[1], grads[2]});
 }
 
 // Concatenating views that already lie side by side in one buffer, in order, gives a view of that
@@ -165,6 +170,10 @@ const std::array<Kernel, kOpCount>& kernels() {
 
 }  // namespace
 
+double attention_scale(const Attributes& attrs, int64_t head_dim) {
+  return attrs.scalar == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : attrs.scalar;
+}
+
 at::ScalarType to_scalar_type(DType dtype) {
   switch (dtype) {
     case DType::f32: return at::kFloat;
@@ -190,6 +199,20 @@ std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<
 
 at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device) {
   return kernels()[static_cast<std::size_t>(node.op)](inputs, node.attrs, device);
+}
+
+at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device, const std::string& variant) {
+  if (variant.empty()) return execute_node(node, inputs, device);
+  if (node.op == Op::attention || node.op == Op::attention_grad) {
+    const std::optional<AttentionBackend> backend = attention_backend_named(variant);
+    TRAINC_CHECK(backend.has_value(), "unknown attention backend '" + variant + "'");
+    const double scale = attention_scale(node.attrs, inputs[0].size(-1));
+    if (node.op == Op::attention) return attention_with(*backend, inputs[0], inputs[1], inputs[2], scale, node.attrs.causal);
+    return stack_attention_grads(attention_grads_with(*backend, inputs[0], inputs[1], inputs[2], inputs[3], scale, node.attrs.causal));
+  }
+  TRAINC_CHECK(node.op == Op::matmul || node.op == Op::matmul_bias, std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
+  BlasLibraryScope library(variant);
+  return execute_node(node, inputs, device);
 }
 
 std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs, at::Device device) {

@@ -1,4 +1,4 @@
-// defines: execute_with_aten, execute_node, to_scalar_type, to_dtype
+// defines: execute_with_aten, execute_node, attention_scale, to_scalar_type, to_dtype
 //
 // Runs an IR graph op by op through ATen: the execution engine of the aot_eager backend and the
 // reference that generated kernels are tested against. Inputs are given in the order of the
@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
 #include <vector>
 
 #include "trainc/compile/ir/graph.h"
@@ -23,5 +24,13 @@ std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<
 
 // One node through ATen, its inputs given (for executors that run only some nodes this way).
 at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device);
+
+// An attention node's softmax scale: its attribute, or 1/sqrt(head_dim) when that is 0.
+double attention_scale(const Attributes& attrs, int64_t head_dim);
+
+// The same through a named implementation of the call (compat/library_variants): an attention
+// backend ("flash", "efficient", "cudnn", "math") for attention and attention_grad, a BLAS library
+// ("cublas", "cublaslt") for matmul and matmul_bias. Empty: ATen's own choice, as above.
+at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device, const std::string& variant);
 
 }  // namespace trainc::ir

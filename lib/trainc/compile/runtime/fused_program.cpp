@@ -10,13 +10,25 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/cuda_graph.h"
+#include "trainc/compat/device_timing.h"
+#include "trainc/compile/autotune/library_choice.h"
 #include "trainc/compile/runtime/aten_executor.h"
+#include "trainc/compile/runtime/kernel_cache.h"
 
 namespace trainc {
 
 FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, const codegen::RenderedProgram& rendered,
-                           KernelLauncher launcher, at::Device device)
-    : graph_(std::move(graph)), schedule_(std::move(schedule)), plan_(std::move(plan)), launcher_(std::move(launcher)), device_(device) {
+                           KernelLauncher launcher, at::Device device, std::shared_ptr<Autotuner> tuner, LaunchVariants launch_variants)
+    : graph_(std::move(graph)),
+      schedule_(std::move(schedule)),
+      plan_(std::move(plan)),
+      launcher_(std::move(launcher)),
+      device_(device),
+      tuner_(std::move(tuner)),
+      library_variants_(schedule_.steps.size()),
+      decided_(schedule_.steps.size(), false),
+      launch_variants_(std::move(launch_variants)),
+      launch_shape_(rendered.kernels.size(), -1) {
   for (const codegen::RenderedKernel& kernel : rendered.kernels) {
     arguments_.push_back(kernel.arguments);
     reads_.push_back(kernel.reads);
@@ -121,6 +133,39 @@ const at::Tensor& FusedProgram::value(std::vector<at::Tensor>& values, ir::Value
   return slot;
 }
 
+int FusedProgram::choose_launch_shape(std::size_t k, const std::vector<void*>& pointers) {
+  if (!tuner_ || launch_variants_.launchers.size() < 2) return -1;
+  // Measured runs store into scratch buffers: the memory plan may give a store the slot of a value
+  // the kernel reads, and measuring must leave the step's values as they are.
+  std::vector<at::Tensor> scratch;
+  std::vector<void*> measured = pointers;
+  const std::vector<ir::ValueId>& args = arguments_[k];
+  for (std::size_t a = static_cast<std::size_t>(reads_[k]); a < args.size(); ++a) {
+    const ir::TensorType& type = graph_.type(args[a]);
+    scratch.push_back(at::empty(type.shape, at::TensorOptions().dtype(ir::to_scalar_type(type.dtype)).device(device_)));
+    measured[a] = scratch.back().data_ptr();
+  }
+  std::vector<TuningCandidate> candidates;
+  std::set<std::string> seen;
+  std::string listed;
+  for (std::size_t shape = 0; shape < launch_variants_.launchers.size(); ++shape) {
+    if (!seen.insert(launch_variants_.code[shape][k]).second) continue;
+    candidates.push_back({launch_variants_.names[shape], [this, k, shape, &measured] {
+                            launch_variants_.launchers[shape](k, measured.data(), measured.size());
+                          }});
+    listed += (listed.empty() ? "" : "; ") + launch_variants_.names[shape];
+  }
+  if (candidates.size() < 2) return -1;
+  std::string code;
+  for (const std::vector<std::string>& per_shape : launch_variants_.code) code += per_shape[k];
+  const std::string key = device_identity(device_) + " | generated kernel " + content_hash({code}) + " | " + listed;
+  const std::optional<std::string> chosen = tuner_->choose(key, candidates);
+  for (std::size_t shape = 0; chosen && shape < launch_variants_.names.size(); ++shape) {
+    if (launch_variants_.names[shape] == *chosen) return static_cast<int>(shape);
+  }
+  return -1;
+}
+
 std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs) {
   std::vector<at::Tensor> values(static_cast<std::size_t>(graph_.size()));
   std::size_t next_input = 0;
@@ -147,7 +192,13 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
       const ir::Node& node = graph_.node(step.index);
       std::vector<at::Tensor> args;
       for (ir::ValueId in : node.inputs) args.push_back(value(values, in));
-      values[static_cast<std::size_t>(step.index)] = ir::execute_node(node, args, device_);
+      // Decided outside a CUDA graph's capture, which cannot wait for a measurement; the warm-up
+      // run before a capture decides.
+      if (!decided_[s] && !cuda_stream_capturing()) {
+        library_variants_[s] = choose_library_variant(node, args, device_, tuner_.get());
+        decided_[s] = true;
+      }
+      values[static_cast<std::size_t>(step.index)] = ir::execute_node(node, args, device_, library_variants_[s]);
     } else {
       const auto k = static_cast<std::size_t>(step.index);
       const std::vector<ir::ValueId>& args = arguments_[k];
@@ -175,7 +226,12 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
         }
         pointers.push_back(held.back().data_ptr());
       }
-      launcher_(k, pointers.data(), pointers.size());
+      if (!decided_[s] && !cuda_stream_capturing()) {
+        launch_shape_[k] = choose_launch_shape(k, pointers);
+        decided_[s] = true;
+      }
+      const int shape = launch_shape_[k];
+      (shape < 0 ? launcher_ : launch_variants_.launchers[static_cast<std::size_t>(shape)])(k, pointers.data(), pointers.size());
     }
     if (profiling) {
       // A GPU runs steps asynchronously: a copy to the host waits for this one to finish (not

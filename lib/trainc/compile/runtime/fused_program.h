@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "trainc/compile/autotune/autotuner.h"
 #include "trainc/compile/codegen/kernel_layout.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
@@ -28,10 +29,20 @@ namespace trainc {
 // Runs kernel `kernel` of the rendered program on `arguments` (its arguments' data pointers).
 using KernelLauncher = std::function<void(std::size_t kernel, void* const* arguments, std::size_t count)>;
 
+// A program's kernels compiled under several launch shapes (max-autotune on a GPU), per shape: its
+// name, its launcher and, per kernel, the code that launcher runs for it (a kernel whose code two
+// shapes share is measured once).
+struct LaunchVariants {
+  std::vector<std::string> names;
+  std::vector<KernelLauncher> launchers;
+  std::vector<std::vector<std::string>> code;
+};
+
 class FusedProgram {
  public:
+  // `tuner`: null unless the mode measures candidates (max-autotune); shared by a run's programs.
   FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, const codegen::RenderedProgram& rendered, KernelLauncher launcher,
-               at::Device device);
+               at::Device device, std::shared_ptr<Autotuner> tuner = nullptr, LaunchVariants launch_variants = {});
 
   ~FusedProgram();
   FusedProgram(const FusedProgram&) = delete;
@@ -41,12 +52,20 @@ class FusedProgram {
 
  private:
   const at::Tensor& value(std::vector<at::Tensor>& values, ir::ValueId id) const;
+  // The launch shape (an index into launch_variants_) measured fastest for kernel k on these
+  // arguments; -1: the default launcher.
+  int choose_launch_shape(std::size_t k, const std::vector<void*>& pointers);
 
   ir::Graph graph_;
   Schedule schedule_;
   MemoryPlan plan_;
   KernelLauncher launcher_;
   at::Device device_;
+  std::shared_ptr<Autotuner> tuner_;
+  std::vector<std::string> library_variants_;        // per step: the ATen call's implementation ("": ATen's default)
+  std::vector<bool> decided_;                        // per step: its library variant or launch shape is settled
+  LaunchVariants launch_variants_;
+  std::vector<int> launch_shape_;                    // per kernel: index into launch_variants_, -1: launcher_
   std::vector<std::vector<ir::ValueId>> arguments_;  // per kernel: bases read, then stores
   std::vector<int> reads_;                           // per kernel
   std::vector<std::vector<bool>> aligned_;           // per kernel, per argument: needs a 16-byte aligned pointer

@@ -26,9 +26,10 @@ struct CompilerSettings {
 
 CompilerSettings compiler_settings_from_environment();
 
-// The cache's folders for each kind of kernels: CPU libraries, CUDA cubins.
+// The cache's folders: CPU libraries, CUDA cubins, max-autotune's choices.
 inline constexpr const char* kCpuKernelsFolder = "cpu-kernels";
 inline constexpr const char* kCudaKernelsFolder = "cuda-kernels";
+inline constexpr const char* kAutotuneFolder = "autotune";  // max-autotune's measured choices
 
 // The cache's folder for one kind of kernels, created if missing; a UserError (exit 2) naming
 // TRAINC_CACHE_DIR when it cannot be.

@@ -1,0 +1,162 @@
+#include "trainc/compat/library_variants.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <torch/csrc/autograd/autograd.h>
+
+#include "trainc/common/error.h"
+#include "trainc/compat/torch_compat.h"
+
+// The attention kernels by name and their backward entry points: PyTorch 2.5 on. The preferred
+// BLAS library: PyTorch 2.3 on, CUDA builds only.
+#define TRAINC_ATTENTION_VARIANTS (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5))
+#define TRAINC_BLAS_VARIANTS (TRAINC_WITH_CUDA && TRAINC_ATTENTION_VARIANTS)
+
+namespace trainc {
+namespace {
+
+at::Tensor math_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal) {
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;
+  if (causal) {
+    const int64_t t = scores.size(-2), s = scores.size(-1);
+    scores = scores.masked_fill(at::ones({t, s}, scores.options().dtype(at::kBool)).triu(1), -std::numeric_limits<float>::infinity());
+  }
+  return at::matmul(at::softmax(scores, -1), v);
+}
+
+// The math backward: the formula differentiated by autograd.
+std::array<at::Tensor, 3> math_attention_grads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& grad_out,
+                                               double scale, bool causal) {
+  at::AutoGradMode enable_grad(true);
+  std::vector<at::Tensor> qkv = {q.detach().requires_grad_(true), k.detach().requires_grad_(true), v.detach().requires_grad_(true)};
+  const at::Tensor out = math_attention(qkv[0], qkv[1], qkv[2], scale, causal);
+  std::vector<at::Tensor> grads = torch::autograd::grad({out}, qkv, {grad_out});
+  return {grads[0], grads[1], grads[2]};
+}
+
+[[noreturn]] void not_in_this_build(AttentionBackend backend) {
+  throw std::runtime_error(std::string("attention backend ") + attention_backend_name(backend) + " needs PyTorch 2.5 or later; this is LibTorch " +
+                           kTorchVersionText);
+}
+
+}  // namespace
+
+const char* attention_backend_name(AttentionBackend backend) {
+  switch (backend) {
+    case AttentionBackend::math: return "math";
+    case AttentionBackend::flash: return "flash";
+    case AttentionBackend::efficient: return "efficient";
+    case AttentionBackend::cudnn: return "cudnn";
+  }
+  return "?";
+}
+
+std::optional<AttentionBackend> attention_backend_named(const std::string& name) {
+  for (AttentionBackend backend : {AttentionBackend::math, AttentionBackend::flash, AttentionBackend::efficient, AttentionBackend::cudnn}) {
+    if (name == attention_backend_name(backend)) return backend;
+  }
+  return std::nullopt;
+}
+
+std::vector<AttentionBackend> attention_backends(c10::Device device) {
+#if TRAINC_ATTENTION_VARIANTS
+  if (device.is_cuda()) return {AttentionBackend::flash, AttentionBackend::efficient, AttentionBackend::cudnn};
+#endif
+  return {AttentionBackend::math};
+}
+
+AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal) {
+#if TRAINC_ATTENTION_VARIANTS
+  // ATen's numbering of sdp::SDPBackend: 0 math, 1 flash, 2 memory-efficient, 3 cuDNN.
+  switch (at::_fused_sdp_choice(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, causal, scale)) {
+    case 1: return AttentionBackend::flash;
+    case 2: return AttentionBackend::efficient;
+    case 3: return AttentionBackend::cudnn;
+    default: return AttentionBackend::math;
+  }
+#else
+  (void)q, (void)k, (void)v, (void)scale, (void)causal;
+  return AttentionBackend::math;
+#endif
+}
+
+at::Tensor attention_with(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                          bool causal) {
+  if (backend == AttentionBackend::math) return math_attention(q, k, v, scale, causal);
+#if TRAINC_ATTENTION_VARIANTS
+  switch (backend) {
+    case AttentionBackend::flash:
+      return std::get<0>(at::_scaled_dot_product_flash_attention(q, k, v, 0.0, causal, /*return_debug_mask=*/false, scale));
+    case AttentionBackend::efficient:
+      return std::get<0>(at::_scaled_dot_product_efficient_attention(q, k, v, std::nullopt, /*compute_log_sumexp=*/false, 0.0, causal, scale));
+    case AttentionBackend::cudnn:
+      return std::get<0>(at::_scaled_dot_product_cudnn_attention(q, k, v, std::nullopt, /*compute_log_sumexp=*/false, 0.0, causal,
+                                                                 /*return_debug_mask=*/false, scale));
+    case AttentionBackend::math: break;
+  }
+#endif
+  not_in_this_build(backend);
+}
+
+std::array<at::Tensor, 3> attention_grads_with(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                               const at::Tensor& grad_out, double scale, bool causal) {
+  if (backend == AttentionBackend::math) return math_attention_grads(q, k, v, grad_out, scale, causal);
+#if TRAINC_ATTENTION_VARIANTS
+  // The fused kernels read the gradient's head dimension contiguously.
+  const at::Tensor grad = grad_out.stride(-1) == 1 ? grad_out : grad_out.contiguous();
+  switch (backend) {
+    case AttentionBackend::flash: {
+      const auto [out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug] =
+          at::_scaled_dot_product_flash_attention(q, k, v, 0.0, causal, /*return_debug_mask=*/false, scale);
+      const auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_backward(grad, q, k, v, out, lse, cum_q, cum_k, max_q.expect_int(),
+                                                                                max_k.expect_int(), 0.0, causal, seed, offset, scale);
+      return {dq, dk, dv};
+    }
+    case AttentionBackend::efficient: {
+      const auto [out, lse, seed, offset] =
+          at::_scaled_dot_product_efficient_attention(q, k, v, std::nullopt, /*compute_log_sumexp=*/true, 0.0, causal, scale);
+      const auto grads = at::_scaled_dot_product_efficient_attention_backward(grad, q, k, v, /*attn_bias=*/at::Tensor(), out, lse, seed,
+                                                                              offset, 0.0, {true, true, true, false}, causal, scale);
+      return {std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)};
+    }
+    case AttentionBackend::cudnn: {
+      const auto [out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug] = at::_scaled_dot_product_cudnn_attention(
+          q, k, v, std::nullopt, /*compute_log_sumexp=*/true, 0.0, causal, /*return_debug_mask=*/false, scale);
+      const auto [dq, dk, dv] = at::_scaled_dot_product_cudnn_attention_backward(grad, q, k, v, out, lse, seed, offset, /*attn_bias=*/at::Tensor(),
+                                                                                cum_q, cum_k, max_q.expect_int(), max_k.expect_int(), 0.0,
+                                                                                causal, scale);
+      return {dq, dk, dv};
+    }
+    case AttentionBackend::math: break;
+  }
+#endif
+  not_in_this_build(backend);
+}
+
+std::vector<std::string> blas_libraries(c10::Device device) {
+#if TRAINC_BLAS_VARIANTS
+  if (device.is_cuda()) return {"cublas", "cublaslt"};
+#endif
+  (void)device;
+  return {};
+}
+
+BlasLibraryScope::BlasLibraryScope(const std::string& library) {
+  TRAINC_CHECK(library == "cublas" || library == "cublaslt", "unknown BLAS library '" + library + "'");
+#if TRAINC_BLAS_VARIANTS
+  previous_ = static_cast<int>(at::globalContext().blasPreferredBackend());
+  at::globalContext().setBlasPreferredBackend(library == "cublaslt" ? at::BlasBackend::Cublaslt : at::BlasBackend::Cublas);
+#else
+  throw std::runtime_error("choosing the BLAS library needs a CUDA build of PyTorch 2.5 or later");
+#endif
+}
+
+BlasLibraryScope::~BlasLibraryScope() {
+#if TRAINC_BLAS_VARIANTS
+  if (previous_ >= 0) at::globalContext().setBlasPreferredBackend(static_cast<at::BlasBackend>(previous_));
+#endif
+}
+
+}  // namespace trainc

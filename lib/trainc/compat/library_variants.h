@@ -1,0 +1,62 @@
+// defines: AttentionBackend, attention_backend_name, attention_backend_named, aten_attention_backend,
+//          attention_with, attention_grads_with, BlasLibraryScope, blas_libraries
+//
+// The implementations LibTorch offers for one library call, each callable by name, so that the
+// compiler can pick one at compile time or measure them (max-autotune):
+//   - attention: flash, memory-efficient and cuDNN kernels (PyTorch 2.x, each with its own
+//     backward), and the textbook formula ("math") that every LibTorch runs;
+//   - matrix products on CUDA: cuBLAS or cuBLASLt (ATen's preferred BLAS library, PyTorch 2.x).
+// A variant that cannot run the inputs given (a head size or layout its kernel does not take, or a
+// LibTorch without it) throws; callers that measure variants skip it.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainc {
+
+enum class AttentionBackend { math, flash, efficient, cudnn };
+
+const char* attention_backend_name(AttentionBackend backend);  // "flash"
+std::optional<AttentionBackend> attention_backend_named(const std::string& name);
+
+// The backends worth measuring on `device` in this build: flash, efficient and cuDNN on a GPU
+// (math there is only ever slower and holds the whole score matrix); flash and math on the CPU
+// with PyTorch 2.x; math alone with LibTorch 1.13.
+std::vector<AttentionBackend> attention_backends(c10::Device device);
+
+// The backend ATen's scaled_dot_product_attention picks for these inputs (its own rules: inputs'
+// layout, head size, dtype, the GPU); math on LibTorch 1.13.
+AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal);
+
+// softmax(q k^T * scale [causal mask]) v over [batch, heads, time, head_dim], without dropout.
+at::Tensor attention_with(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                          bool causal);
+
+// dq, dk, dv of that attention given the gradient of its output: the backend's forward (which
+// saves what its backward reads) followed by its backward.
+std::array<at::Tensor, 3> attention_grads_with(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                               const at::Tensor& grad_out, double scale, bool causal);
+
+// The BLAS libraries ATen can run a CUDA matrix product with in this build (empty on the CPU and
+// with LibTorch 1.13, where there is one).
+std::vector<std::string> blas_libraries(c10::Device device);
+
+// Makes ATen's CUDA matrix products run on `library` ("cublas", "cublaslt") for the scope's
+// lifetime; the previous preference comes back on exit.
+class BlasLibraryScope {
+ public:
+  explicit BlasLibraryScope(const std::string& library);
+  ~BlasLibraryScope();
+  BlasLibraryScope(const BlasLibraryScope&) = delete;
+  BlasLibraryScope& operator=(const BlasLibraryScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace trainc

@@ -1,0 +1,65 @@
+#include "trainc/compile/autotune/library_choice.h"
+
+#include <sstream>
+
+#include "trainc/compat/device_timing.h"
+#include "trainc/compat/library_variants.h"
+#include "trainc/compile/runtime/aten_executor.h"
+
+namespace trainc {
+namespace {
+
+std::string join_ints(at::IntArrayRef ints) {
+  std::string text;
+  for (int64_t i : ints) text += (text.empty() ? "" : ",") + std::to_string(i);
+  return text;
+}
+
+std::vector<std::string> candidate_names(const ir::Node& node, at::Device device) {
+  std::vector<std::string> names;
+  if (node.op == ir::Op::attention || node.op == ir::Op::attention_grad) {
+    for (AttentionBackend backend : attention_backends(device)) names.push_back(attention_backend_name(backend));
+  } else if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias) {
+    names = blas_libraries(device);
+  }
+  return names;
+}
+
+}  // namespace
+
+std::string describe_call(const ir::Node& node, const std::vector<at::Tensor>& inputs) {
+  std::ostringstream text;
+  text << ir::op_name(node.op);
+  if (node.op == ir::Op::attention || node.op == ir::Op::attention_grad) {
+    text << (node.attrs.causal ? " causal" : "") << " scale " << node.attrs.scalar;
+  }
+  text << " |";
+  for (const at::Tensor& input : inputs) {
+    text << " " << ir::dtype_name(ir::to_dtype(input.scalar_type())) << "[" << join_ints(input.sizes()) << "]/[" << join_ints(input.strides())
+         << "]";
+  }
+  return text.str();
+}
+
+std::string choose_library_variant(const ir::Node& node, const std::vector<at::Tensor>& inputs, at::Device device, Autotuner* tuner) {
+  const std::vector<std::string> names = candidate_names(node, device);
+  if (tuner != nullptr && names.size() > 1) {
+    std::vector<TuningCandidate> candidates;
+    std::string listed;
+    for (const std::string& name : names) {
+      candidates.push_back({name, [&node, &inputs, device, name] { (void)ir::execute_node(node, inputs, device, name); }});
+      listed += (listed.empty() ? "" : ",") + name;
+    }
+    const std::string key = device_identity(device) + " | " + describe_call(node, inputs) + " | " + listed;
+    return tuner->choose(key, candidates).value_or("");
+  }
+  if (device.is_cuda() && (node.op == ir::Op::attention || node.op == ir::Op::attention_grad)) {
+    const double scale = ir::attention_scale(node.attrs, inputs[0].size(-1));
+    const AttentionBackend backend = aten_attention_backend(inputs[0], inputs[1], inputs[2], scale, node.attrs.causal);
+    // ATen's math fallback stays ATen's call: it is what runs when no fused kernel takes the inputs.
+    if (backend != AttentionBackend::math) return attention_backend_name(backend);
+  }
+  return "";
+}
+
+}  // namespace trainc

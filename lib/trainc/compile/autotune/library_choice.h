@@ -1,0 +1,30 @@
+// defines: choose_library_variant, describe_call
+//
+// Which implementation an ATen step of a compiled program runs (runtime/aten_executor's variants),
+// decided once per step, at its first run, on the real inputs:
+//   - attention and attention_grad on a GPU: with an autotuner (max-autotune) the fastest of the
+//     flash, memory-efficient and cuDNN kernels measured; without one, the kernel ATen's own rules
+//     pick for these inputs (what scaled_dot_product_attention would run), fixed at compile time so
+//     that the backward calls that kernel's backward directly;
+//   - matmul and matmul_bias on a GPU, with an autotuner: the faster of cuBLAS and cuBLASLt;
+//   - everything else, and the CPU: "" (ATen's default call).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "trainc/compile/autotune/autotuner.h"
+#include "trainc/compile/ir/graph.h"
+
+namespace trainc {
+
+// `tuner` null: no measuring (mode default).
+std::string choose_library_variant(const ir::Node& node, const std::vector<at::Tensor>& inputs, at::Device device, Autotuner* tuner);
+
+// "attention_grad causal scale 0.125 | bf16[16,12,1024,64]/[786432,64,768,1] ..." : the call and
+// its inputs as a tuning key spells them.
+std::string describe_call(const ir::Node& node, const std::vector<at::Tensor>& inputs);
+
+}  // namespace trainc

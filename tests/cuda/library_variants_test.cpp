@@ -1,0 +1,115 @@
+// On a CUDA GPU: every implementation a compiled program can choose for a library call computes the
+// same thing. Attention: each fused backend (flash, memory-efficient, cuDNN), forward and
+// gradients, on bf16 q, k, v laid out as a GPT's (views of one [B, T, 3, H, D] projection), against
+// the textbook formula in float64: each result within 2e-2 of the largest element (bf16 keeps 8
+// bits; softmax and three products round in between). Matrix products: cuBLAS and cuBLASLt on bf16
+// within 1e-2. Then max-autotune's choice on the GPU: measured once, recorded, read back.
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include <iostream>
+
+#include "support/posix_scratch_dir.h"
+#include "support/numerics.h"
+#include "trainc/compat/device_timing.h"
+#include "trainc/compat/library_variants.h"
+#include "trainc/compile/autotune/library_choice.h"
+#include "trainc/compile/runtime/aten_executor.h"
+
+using namespace trainc;
+using trainc::test::relative_error;
+
+namespace {
+
+struct Qkv {
+  at::Tensor q, k, v, grad_out;
+};
+
+// q, k, v as a GPT's attention reads them: [B, H, T, D] views of one [B, T, 3, H, D] projection.
+Qkv gpt_layout(int64_t b, int64_t h, int64_t t, int64_t d) {
+  const auto options = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const at::Tensor projection = torch::randn({b, t, 3, h, d}, options);
+  const at::Tensor grad = torch::randn({b, t, h, d}, options);
+  return {projection.select(2, 0).permute({0, 2, 1, 3}), projection.select(2, 1).permute({0, 2, 1, 3}),
+          projection.select(2, 2).permute({0, 2, 1, 3}), grad.permute({0, 2, 1, 3})};
+}
+
+}  // namespace
+
+TEST_CASE("every fused attention backend computes the attention and its gradients", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  const Qkv in = gpt_layout(2, 4, 256, 64);
+  const double scale = 0.125;
+  const auto f64 = [](const at::Tensor& t) { return t.to(torch::kDouble); };
+  const at::Tensor expected = attention_with(AttentionBackend::math, f64(in.q), f64(in.k), f64(in.v), scale, true);
+  const auto expected_grads = attention_grads_with(AttentionBackend::math, f64(in.q), f64(in.k), f64(in.v), f64(in.grad_out), scale, true);
+  const AttentionBackend picked = aten_attention_backend(in.q, in.k, in.v, scale, true);
+  std::cout << "ATen picks attention backend " << attention_backend_name(picked) << " for bf16 [2, 4, 256, 64]" << std::endl;
+  CHECK(picked != AttentionBackend::math);
+  int ran = 0;
+  for (AttentionBackend backend : attention_backends(torch::kCUDA)) {
+    INFO("backend " << attention_backend_name(backend));
+    at::Tensor out;
+    std::array<at::Tensor, 3> grads;
+    try {
+      out = attention_with(backend, in.q, in.k, in.v, scale, true);
+      grads = attention_grads_with(backend, in.q, in.k, in.v, in.grad_out, scale, true);
+    } catch (const std::exception& error) {
+      // A backend this GPU or build lacks is left out by the tuner; the one ATen picks must run.
+      std::cout << "attention backend " << attention_backend_name(backend) << " cannot run: " << error.what() << std::endl;
+      CHECK(backend != picked);
+      continue;
+    }
+    ++ran;
+    CHECK(relative_error(out, expected) < 2e-2);
+    for (int i = 0; i < 3; ++i) {
+      INFO("gradient " << "qkv"[i]);
+      CHECK(relative_error(grads[static_cast<std::size_t>(i)], expected_grads[static_cast<std::size_t>(i)]) < 2e-2);
+    }
+  }
+  CHECK(ran >= 2);
+}
+
+TEST_CASE("matrix products on cuBLAS and cuBLASLt agree", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  const auto options = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const at::Tensor x = torch::randn({4, 96, 512}, options), w = torch::randn({512, 384}, options), bias = torch::randn({384}, options);
+  const at::Tensor expected = at::matmul(x.to(torch::kDouble), w.to(torch::kDouble));
+  ir::Node matmul, matmul_bias;
+  matmul.op = ir::Op::matmul;
+  matmul_bias.op = ir::Op::matmul_bias;
+  const std::vector<std::string> libraries = blas_libraries(torch::kCUDA);
+  CHECK(libraries.size() == 2);
+  for (const std::string& library : libraries) {
+    INFO("library " << library);
+    CHECK(relative_error(ir::execute_node(matmul, {x, w}, torch::kCUDA, library), expected) < 1e-2);
+    CHECK(relative_error(ir::execute_node(matmul_bias, {x, w, bias}, torch::kCUDA, library), expected + bias.to(torch::kDouble)) < 1e-2);
+    CHECK(relative_error(ir::execute_node(matmul, {x, w.t().contiguous().t()}, torch::kCUDA, library), expected) < 1e-2);
+  }
+}
+
+TEST_CASE("max-autotune measures a call's implementations once and a later run reads the choice", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  test::PosixScratchDir dir("trainc-autotune");
+  const Qkv in = gpt_layout(4, 12, 512, 64);
+  ir::Node grad;
+  grad.op = ir::Op::attention_grad;
+  grad.attrs.causal = true;
+  const std::vector<at::Tensor> inputs = {in.q, in.k, in.v, in.grad_out};
+  const auto measure = [](const std::function<void()>& work) { return time_on_device(torch::kCUDA, work, 5); };
+  Autotuner tuner(TuningCache(dir.path()), measure);
+  const std::string chosen = choose_library_variant(grad, inputs, torch::kCUDA, &tuner);
+  std::cout << "max-autotune chose attention backend " << chosen << " for attention_grad bf16 [4, 12, 512, 64]" << std::endl;
+  CHECK(attention_backend_named(chosen).has_value());
+  CHECK(tuner.take_stats().measured == 1);
+  const at::Tensor expected = ir::execute_node(grad, inputs, torch::kCUDA);
+  CHECK(relative_error(ir::execute_node(grad, inputs, torch::kCUDA, chosen), expected) < 2e-2);
+
+  Autotuner later(TuningCache(dir.path()), [](const std::function<void()>&) -> double { FAIL("measured again"); return 0; });
+  CHECK(choose_library_variant(grad, inputs, torch::kCUDA, &later) == chosen);
+  CHECK(later.take_stats().from_cache == 1);
+  // Without a tuner: the backend ATen's rules pick, fixed once.
+  CHECK(choose_library_variant(grad, inputs, torch::kCUDA, nullptr) ==
+        attention_backend_name(aten_attention_backend(in.q, in.k, in.v, 0.125, true)));
+}
