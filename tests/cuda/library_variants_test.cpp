@@ -50,6 +50,11 @@ TEST_CASE("every fused attention backend computes the attention and its gradient
   int ran = 0;
   for (AttentionBackend backend : attention_backends(torch::kCUDA)) {
     INFO("backend " << attention_backend_name(backend));
+    if (!attention_backend_accepts(backend, in.q, in.k, in.v, scale, true)) {
+      std::cout << "attention backend " << attention_backend_name(backend) << " cannot run: ATen's rules refuse these inputs" << std::endl;
+      CHECK(backend != picked);
+      continue;
+    }
     at::Tensor out;
     std::array<at::Tensor, 3> grads;
     try {
@@ -69,6 +74,19 @@ TEST_CASE("every fused attention backend computes the attention and its gradient
     }
   }
   CHECK(ran >= 2);
+}
+
+// Called directly, cuDNN's kernel ran float32 inputs it does not support and returned garbage,
+// which max-autotune then measured as the fastest: a step of NaNs. ATen's rules refuse it.
+TEST_CASE("a backend is offered only the inputs ATen's rules let it run", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  const Qkv in = gpt_layout(2, 4, 128, 64);
+  const at::Tensor q = in.q.to(torch::kFloat), k = in.k.to(torch::kFloat), v = in.v.to(torch::kFloat);
+  CHECK_FALSE(attention_backend_accepts(AttentionBackend::cudnn, q, k, v, 0.125, true));
+  CHECK_FALSE(attention_backend_accepts(AttentionBackend::flash, q, k, v, 0.125, true));
+  CHECK(attention_backend_accepts(AttentionBackend::efficient, q, k, v, 0.125, true));
+  CHECK(attention_backend_accepts(AttentionBackend::flash, in.q, in.k, in.v, 0.125, true));
+  CHECK(aten_attention_backend(q, k, v, 0.125, true) == AttentionBackend::efficient);  // the flags came back
 }
 
 TEST_CASE("matrix products on cuBLAS and cuBLASLt agree", "[cuda][autotune]") {

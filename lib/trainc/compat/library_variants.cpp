@@ -36,6 +36,19 @@ std::array<at::Tensor, 3> math_attention_grads(const at::Tensor& q, const at::Te
   return {grads[0], grads[1], grads[2]};
 }
 
+#if TRAINC_BLAS_VARIANTS
+// ATen warns once that choosing the BLAS library is experimental; here each choice is measured and
+// tested against the other, and the warning would only alarm a user who chose nothing.
+void prefer_blas(at::BlasBackend library) {
+  struct Silent : c10::WarningHandler {
+    void process(const c10::Warning&) override {}
+  };
+  static Silent silent;
+  c10::WarningUtils::WarningHandlerGuard quiet(&silent);
+  at::globalContext().setBlasPreferredBackend(library);
+}
+#endif
+
 [[noreturn]] void not_in_this_build(AttentionBackend backend) {
   throw std::runtime_error(std::string("attention backend ") + attention_backend_name(backend) + " needs PyTorch 2.5 or later; this is LibTorch " +
                            kTorchVersionText);
@@ -79,6 +92,35 @@ AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k
 #else
   (void)q, (void)k, (void)v, (void)scale, (void)causal;
   return AttentionBackend::math;
+#endif
+}
+
+bool attention_backend_accepts(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                               bool causal) {
+  if (backend == AttentionBackend::math) return true;
+#if TRAINC_ATTENTION_VARIANTS
+  // ATen's choice with only `backend` and math enabled: `backend` when its rules take the inputs.
+  at::Context& context = at::globalContext();
+  const bool flash = context.userEnabledFlashSDP(), efficient = context.userEnabledMemEfficientSDP(), cudnn = context.userEnabledCuDNNSDP(),
+             math = context.userEnabledMathSDP();
+  context.setSDPUseFlash(backend == AttentionBackend::flash);
+  context.setSDPUseMemEfficient(backend == AttentionBackend::efficient);
+  context.setSDPUseCuDNN(backend == AttentionBackend::cudnn);
+  context.setSDPUseMath(true);
+  bool accepted = false;
+  try {
+    accepted = aten_attention_backend(q, k, v, scale, causal) == backend;
+  } catch (const std::exception&) {
+    accepted = false;
+  }
+  context.setSDPUseFlash(flash);
+  context.setSDPUseMemEfficient(efficient);
+  context.setSDPUseCuDNN(cudnn);
+  context.setSDPUseMath(math);
+  return accepted;
+#else
+  (void)q, (void)k, (void)v, (void)scale, (void)causal;
+  return false;
 #endif
 }
 
@@ -147,7 +189,7 @@ BlasLibraryScope::BlasLibraryScope(const std::string& library) {
   TRAINC_CHECK(library == "cublas" || library == "cublaslt", "unknown BLAS library '" + library + "'");
 #if TRAINC_BLAS_VARIANTS
   previous_ = static_cast<int>(at::globalContext().blasPreferredBackend());
-  at::globalContext().setBlasPreferredBackend(library == "cublaslt" ? at::BlasBackend::Cublaslt : at::BlasBackend::Cublas);
+  prefer_blas(library == "cublaslt" ? at::BlasBackend::Cublaslt : at::BlasBackend::Cublas);
 #else
   throw std::runtime_error("choosing the BLAS library needs a CUDA build of PyTorch 2.5 or later");
 #endif
@@ -155,7 +197,7 @@ BlasLibraryScope::BlasLibraryScope(const std::string& library) {
 
 BlasLibraryScope::~BlasLibraryScope() {
 #if TRAINC_BLAS_VARIANTS
-  if (previous_ >= 0) at::globalContext().setBlasPreferredBackend(static_cast<at::BlasBackend>(previous_));
+  if (previous_ >= 0) prefer_blas(static_cast<at::BlasBackend>(previous_));
 #endif
 }
 

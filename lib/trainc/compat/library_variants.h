@@ -1,5 +1,5 @@
 // defines: AttentionBackend, attention_backend_name, attention_backend_named, aten_attention_backend,
-//          attention_with, attention_grads_with, BlasLibraryScope, blas_libraries
+//          attention_backend_accepts, attention_with, attention_grads_with, BlasLibraryScope, blas_libraries
 //
 // The implementations LibTorch offers for one library call, each callable by name, so that the
 // compiler can pick one at compile time or measure them (max-autotune):
@@ -32,6 +32,11 @@ std::vector<AttentionBackend> attention_backends(c10::Device device);
 // The backend ATen's scaled_dot_product_attention picks for these inputs (its own rules: inputs'
 // layout, head size, dtype, the GPU); math on LibTorch 1.13.
 AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal);
+
+// Whether ATen's rules let `backend` run these inputs. Called directly, a fused kernel does not
+// always check them itself: cuDNN's runs float32 inputs it does not support and returns garbage.
+bool attention_backend_accepts(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                               bool causal);
 
 // softmax(q k^T * scale [causal mask]) v over [batch, heads, time, head_dim], without dropout.
 at::Tensor attention_with(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,

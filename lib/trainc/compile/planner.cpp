@@ -182,7 +182,7 @@ at::Tensor StepCompiler::run(const at::Tensor& inputs, const at::Tensor& targets
       if (options_.autotune && !tuner_) {
         const at::Device device = inputs.device();
         tuner_ = std::make_shared<Autotuner>(TuningCache(kernel_cache_directory(options_.compiler, kAutotuneFolder)),
-                                             [device](const std::function<void()>& work) { return time_on_device(device, work, 5); });
+                                             [device](const std::function<void()>& work) { return time_on_device(device, work, 7); });
       }
       InductorReport report;
       step = compile_inductor_step(std::move(plan.programs), plan.imported.updated_buffers, plan.joint.gradient_inputs, options_.compiler, inputs.device(),

@@ -15,10 +15,17 @@ std::string join_ints(at::IntArrayRef ints) {
   return text;
 }
 
-std::vector<std::string> candidate_names(const ir::Node& node, at::Device device) {
+// The implementations that can run these inputs: attention backends ATen's rules accept (one
+// called directly does not always check its inputs itself), BLAS libraries.
+std::vector<std::string> candidate_names(const ir::Node& node, const std::vector<at::Tensor>& inputs, at::Device device) {
   std::vector<std::string> names;
   if (node.op == ir::Op::attention || node.op == ir::Op::attention_grad) {
-    for (AttentionBackend backend : attention_backends(device)) names.push_back(attention_backend_name(backend));
+    const double scale = ir::attention_scale(node.attrs, inputs[0].size(-1));
+    for (AttentionBackend backend : attention_backends(device)) {
+      if (attention_backend_accepts(backend, inputs[0], inputs[1], inputs[2], scale, node.attrs.causal)) {
+        names.push_back(attention_backend_name(backend));
+      }
+    }
   } else if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias) {
     names = blas_libraries(device);
   }
@@ -42,7 +49,7 @@ std::string describe_call(const ir::Node& node, const std::vector<at::Tensor>& i
 }
 
 std::string choose_library_variant(const ir::Node& node, const std::vector<at::Tensor>& inputs, at::Device device, Autotuner* tuner) {
-  const std::vector<std::string> names = candidate_names(node, device);
+  const std::vector<std::string> names = candidate_names(node, inputs, device);
   if (tuner != nullptr && names.size() > 1) {
     std::vector<TuningCandidate> candidates;
     std::string listed;
