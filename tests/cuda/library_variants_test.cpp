@@ -3,7 +3,8 @@
 // gradients, on bf16 q, k, v laid out as a GPT's (views of one [B, T, 3, H, D] projection), against
 // the textbook formula in float64: each result within 2e-2 of the largest element (bf16 keeps 8
 // bits; softmax and three products round in between). Matrix products: cuBLAS and cuBLASLt on bf16
-// within 1e-2. Then max-autotune's choice on the GPU: measured once, recorded, read back.
+// within 1e-2. Sums over leading dimensions split over the rows against ATen's. Then
+// max-autotune's choice on the GPU: measured once, recorded, read back.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
@@ -16,6 +17,7 @@
 #include "trainc/compat/library_variants.h"
 #include "trainc/compile/autotune/library_choice.h"
 #include "trainc/compile/runtime/aten_executor.h"
+#include "trainc/compile/runtime/column_sums.h"
 
 using namespace trainc;
 using trainc::test::relative_error;
@@ -130,4 +132,46 @@ TEST_CASE("max-autotune measures a call's implementations once and a later run r
   // Without a tuner: the backend ATen's rules pick, fixed once.
   CHECK(choose_library_variant(grad, inputs, torch::kCUDA, nullptr) ==
         attention_backend_name(aten_attention_backend(in.q, in.k, in.v, 0.125, true)));
+}
+
+// runtime/column_sums against ATen's sum in float64: rows that do not fill the last split,
+// float32 and bf16 inputs, one or two leading axes, keepdim; float32 accumulation over 16k rows
+// stays within 1e-5 of the largest sum. Shapes it does not take are left to ATen.
+TEST_CASE("sums over leading dimensions split over the rows equal ATen's", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  struct Case {
+    std::vector<int64_t> shape;
+    std::vector<int64_t> axes;
+    at::ScalarType dtype;
+    bool keepdim;
+  };
+  const std::vector<Case> cases = {{{16, 1024, 768}, {0, 1}, torch::kBFloat16, false}, {{16, 1024, 3072}, {1, 0}, torch::kFloat, false},
+                                   {{1000, 40}, {0}, torch::kBFloat16, true},          {{3, 7, 2304}, {0, 1}, torch::kFloat, true},
+                                   {{5, 4}, {0}, torch::kFloat, false}};
+  for (const Case& c : cases) {
+    INFO("shape " << at::IntArrayRef(c.shape) << " over " << at::IntArrayRef(c.axes) << " in " << c.dtype);
+    const at::Tensor x = torch::randn(c.shape, cuda).to(c.dtype);
+    REQUIRE(column_sums_supported(x, c.axes));
+    ir::Graph graph;
+    const ir::ValueId in = graph.add_input("x", {ir::to_dtype(c.dtype), c.shape});
+    ir::Attributes axes;
+    axes.ints = c.axes;
+    axes.keepdim = c.keepdim;
+    for (const ir::Op op : {ir::Op::sum, ir::Op::sum_to_float}) {
+      if (op == ir::Op::sum_to_float && c.dtype != torch::kBFloat16) continue;
+      const ir::ValueId out = graph.add(op, {in}, axes);
+      const ir::Node& node = graph.node(out);
+      const at::Tensor expected = ir::execute_node(node, {x.to(torch::kDouble)}, torch::kCUDA);
+      const at::Tensor got = ir::execute_node(node, {x}, torch::kCUDA, "split_rows");
+      CHECK(got.sizes().vec() == node.type.shape);
+      CHECK(got.scalar_type() == ir::to_scalar_type(node.type.dtype));
+      CHECK(relative_error(got, expected) < (got.scalar_type() == torch::kBFloat16 ? 1e-2 : 1e-5));
+      CHECK(choose_library_variant(node, {x}, torch::kCUDA, nullptr) == "split_rows");
+    }
+  }
+  CHECK_FALSE(column_sums_supported(torch::randn({8, 6}, cuda), {0}));                               // 24 bytes a row
+  CHECK_FALSE(column_sums_supported(torch::randn({8, 16}, cuda).t(), {0}));                          // not contiguous
+  CHECK_FALSE(column_sums_supported(torch::randn({8, 16}, cuda), {1}));                              // a trailing axis
+  CHECK_FALSE(column_sums_supported(torch::randn({129}, cuda).narrow(0, 1, 128).view({16, 8}), {0}));  // misaligned
 }

@@ -5,6 +5,7 @@
 #include "trainc/compat/device_timing.h"
 #include "trainc/compat/library_variants.h"
 #include "trainc/compile/runtime/aten_executor.h"
+#include "trainc/compile/runtime/column_sums.h"
 
 namespace trainc {
 namespace {
@@ -28,6 +29,8 @@ std::vector<std::string> candidate_names(const ir::Node& node, const std::vector
     }
   } else if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias) {
     names = blas_libraries(device);
+  } else if ((node.op == ir::Op::sum || node.op == ir::Op::sum_to_float) && column_sums_supported(inputs[0], node.attrs.ints)) {
+    names = {"aten", "split_rows"};
   }
   return names;
 }
@@ -66,6 +69,9 @@ std::string choose_library_variant(const ir::Node& node, const std::vector<at::T
     // ATen's math fallback stays ATen's call: it is what runs when no fused kernel takes the inputs.
     if (backend != AttentionBackend::math) return attention_backend_name(backend);
   }
+  // A sum over the leading dimensions: split over the rows, where ATen's reduction runs fewer
+  // blocks than a GPU has room for.
+  if (names.size() == 2 && names[1] == "split_rows") return "split_rows";
   return "";
 }
 

@@ -7,6 +7,9 @@
 //     pick for these inputs (what scaled_dot_product_attention would run), fixed at compile time so
 //     that the backward calls that kernel's backward directly;
 //   - matmul and matmul_bias on a GPU, with an autotuner: the faster of cuBLAS and cuBLASLt;
+//   - a sum over leading dimensions on a GPU (bias and layer-norm parameter gradients): with an
+//     autotuner the faster of ATen's reduction and runtime/column_sums' split over the rows; the
+//     latter without one;
 //   - everything else, and the CPU: "" (ATen's default call).
 #pragma once
 

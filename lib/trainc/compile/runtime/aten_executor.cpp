@@ -9,6 +9,7 @@
 #include "trainc/common/error.h"
 #include "trainc/compat/library_variants.h"
 #include "trainc/compat/torch_compat.h"
+#include "trainc/compile/runtime/column_sums.h"
 #include "trainc/compile/runtime/linear_cross_entropy.h"
 
 namespace trainc::ir {
@@ -210,6 +211,13 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
     if (node.op == Op::attention) return attention_with(*backend, inputs[0], inputs[1], inputs[2], scale, node.attrs.causal);
     return stack_attention_grads(attention_grads_with(*backend, inputs[0], inputs[1], inputs[2], inputs[3], scale, node.attrs.causal));
   }
+  if ((node.op == Op::sum || node.op == Op::sum_to_float) && variant != "aten") {
+    TRAINC_CHECK(variant == "split_rows", std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
+    at::Tensor out = column_sums(inputs[0], static_cast<int64_t>(node.attrs.ints.size()));
+    if (node.op == Op::sum) out = out.to(inputs[0].scalar_type());  // summed in float32, rounded once, as ATen's sum
+    return node.attrs.keepdim ? out.view(node.type.shape) : out;
+  }
+  if (variant == "aten") return execute_node(node, inputs, device);
   TRAINC_CHECK(node.op == Op::matmul || node.op == Op::matmul_bias, std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
   BlasLibraryScope library(variant);
   return execute_node(node, inputs, device);

@@ -28,9 +28,10 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
 // An attention node's softmax scale: its attribute, or 1/sqrt(head_dim) when that is 0.
 double attention_scale(const Attributes& attrs, int64_t head_dim);
 
-// The same through a named implementation of the call (compat/library_variants): an attention
-// backend ("flash", "efficient", "cudnn", "math") for attention and attention_grad, a BLAS library
-// ("cublas", "cublaslt") for matmul and matmul_bias. Empty: ATen's own choice, as above.
+// The same through a named implementation of the call: an attention backend ("flash",
+// "efficient", "cudnn", "math"; compat/library_variants) for attention and attention_grad, a BLAS
+// library ("cublas", "cublaslt") for matmul and matmul_bias, "aten" or "split_rows"
+// (runtime/column_sums) for a sum over leading dimensions. Empty: ATen's own call, as above.
 at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device, const std::string& variant);
 
 }  // namespace trainc::ir
