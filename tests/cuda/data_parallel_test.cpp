@@ -115,7 +115,8 @@ const char* const kConfig =
 // Whether this host has the two GPUs these tests need; says so when not.
 bool two_gpus() {
   if (torch::cuda::device_count() >= 2) return true;
-  WARN("this host has " << torch::cuda::device_count() << " GPU: the two-process NCCL test needs two and was not run");
+  // (a count as a number: LibTorch 2.x gives it as an 8-bit device index, which a stream prints as a character)
+  WARN("this host has " << static_cast<int>(torch::cuda::device_count()) << " GPU: the two-process NCCL test needs two and was not run");
   return false;
 }
 

@@ -8,8 +8,8 @@
 //     that the backward calls that kernel's backward directly;
 //   - matmul and matmul_bias on a GPU, with an autotuner: the faster of cuBLAS and cuBLASLt;
 //   - a sum over leading dimensions on a GPU (bias and layer-norm parameter gradients): with an
-//     autotuner the faster of ATen's reduction and runtime/column_sums' split over the rows; the
-//     latter without one;
+//     autotuner the faster of ATen's reduction and runtime/column_sums' split over the rows;
+//     without one the split for bf16 inputs, ATen's for float32 (the faster of each, measured);
 //   - everything else, and the CPU: "" (ATen's default call).
 #pragma once
 
