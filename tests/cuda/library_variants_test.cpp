@@ -46,13 +46,13 @@ TEST_CASE("every fused attention backend computes the attention and its gradient
   const auto f64 = [](const at::Tensor& t) { return t.to(torch::kDouble); };
   const at::Tensor expected = attention_with(AttentionBackend::math, f64(in.q), f64(in.k), f64(in.v), scale, true);
   const auto expected_grads = attention_grads_with(AttentionBackend::math, f64(in.q), f64(in.k), f64(in.v), f64(in.grad_out), scale, true);
-  const AttentionBackend picked = aten_attention_backend(in.q, in.k, in.v, scale, true);
+  const AttentionBackend picked = aten_attention_backend(in.q, in.k, in.v, scale, true, /*training=*/true);
   std::cout << "ATen picks attention backend " << attention_backend_name(picked) << " for bf16 [2, 4, 256, 64]" << std::endl;
   CHECK(picked != AttentionBackend::math);
   int ran = 0;
   for (AttentionBackend backend : attention_backends(torch::kCUDA)) {
     INFO("backend " << attention_backend_name(backend));
-    if (!attention_backend_accepts(backend, in.q, in.k, in.v, scale, true)) {
+    if (!attention_backend_accepts(backend, in.q, in.k, in.v, scale, true, /*training=*/true)) {
       std::cout << "attention backend " << attention_backend_name(backend) << " cannot run: ATen's rules refuse these inputs" << std::endl;
       CHECK(backend != picked);
       continue;
@@ -131,7 +131,7 @@ TEST_CASE("max-autotune measures a call's implementations once and a later run r
   CHECK(later.take_stats().from_cache == 1);
   // Without a tuner: the backend ATen's rules pick, fixed once.
   CHECK(choose_library_variant(grad, inputs, torch::kCUDA, nullptr) ==
-        attention_backend_name(aten_attention_backend(in.q, in.k, in.v, 0.125, true)));
+        attention_backend_name(aten_attention_backend(in.q, in.k, in.v, 0.125, true, /*training=*/true)));
 }
 
 // runtime/column_sums against ATen's sum in float64: rows that do not fill the last split,

@@ -9,6 +9,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "support/kernel_cache.h"
 #include "support/numerics.h"
 #include "trainc/compile/backends/inductor.h"
@@ -90,8 +92,9 @@ OpGraph every_kernel_op(DType dtype, int64_t width) {
   return g;
 }
 
-// `tuner`: max-autotune's, which on a GPU runs each kernel under the launch shape it measures fastest.
-void check_dtype(DType dtype, double tolerance, int64_t width, std::shared_ptr<Autotuner> tuner = nullptr) {
+// `tuner`: max-autotune's, which on a GPU runs each kernel under the launch shape it measures
+// fastest. Returns the launch shape each kernel ran under (FusedProgram::chosen_launch_shapes).
+std::vector<int> check_dtype(DType dtype, double tolerance, int64_t width, std::shared_ptr<Autotuner> tuner = nullptr) {
   const OpGraph g = every_kernel_op(dtype, width);
   verify(g.graph);
   InductorReport report;
@@ -125,6 +128,7 @@ void check_dtype(DType dtype, double tolerance, int64_t width, std::shared_ptr<A
   std::vector<at::Tensor> shifted = fresh_inputs();
   shifted[0] = rn({6 * width + 1}).narrow(0, 1, 6 * width).view({6, width});
   check_run(shifted, "x misaligned");
+  return program->chosen_launch_shapes();
 }
 
 }  // namespace
@@ -138,7 +142,9 @@ TEST_CASE("every op a generated kernel computes matches ATen: float64, float32, 
 }
 
 // Measurements made up so that the first launch shape measured wins every choice (times that grow),
-// or the last one (times that shrink). On the CPU there is one launch: nothing is measured.
+// or the last one (times that shrink). The narrow shape is always measured first; the wide one
+// last unless its code is another's (a reduction block already at 1024 threads). Rows of 1024 give
+// reductions a block to halve. On the CPU there is one launch: nothing is measured.
 TEST_CASE("generated kernels match ATen under every launch shape max-autotune measures", "[numerics][inductor][autotune]") {
   for (const bool first_wins : {true, false}) {
     INFO((first_wins ? "the narrowest shape wins" : "the widest shape wins"));
@@ -148,9 +154,20 @@ TEST_CASE("generated kernels match ATen under every launch shape max-autotune me
       ++calls;
       return first_wins ? calls : 1.0 / calls;
     });
-    for (const int64_t width : {37, 40}) {
-      check_dtype(DType::f32, 1e-5, width, tuner);
-      check_dtype(DType::bf16, 2e-2, width, tuner);
+    std::vector<int> chosen;
+    for (const int64_t width : {37, 40, 1024}) {
+      for (const auto& [dtype, tolerance] : {std::pair{DType::f32, 1e-5}, std::pair{DType::bf16, 2e-2}}) {
+        const std::vector<int> shapes = check_dtype(dtype, tolerance, width, tuner);
+        chosen.insert(chosen.end(), shapes.begin(), shapes.end());
+      }
+    }
+    const auto ran_under = [&](int shape) { return std::count(chosen.begin(), chosen.end(), shape); };
+    if (test_device().is_cuda()) {
+      CHECK(ran_under(first_wins ? 0 : 2) > 0);
+      CHECK(ran_under(first_wins ? 1 : 0) == 0);
+      if (first_wins) CHECK(ran_under(2) == 0);
+    } else {
+      CHECK(ran_under(-1) == static_cast<std::ptrdiff_t>(chosen.size()));
     }
     const TuningStats stats = tuner->take_stats();
     if (test_device().is_cuda()) {

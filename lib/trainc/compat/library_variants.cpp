@@ -9,8 +9,8 @@
 #include "trainc/common/error.h"
 #include "trainc/compat/torch_compat.h"
 
-// The attention kernels by name and their backward entry points: PyTorch 2.5 on. The preferred
-// BLAS library: PyTorch 2.3 on, CUDA builds only.
+// The attention kernels by name and their backward entry points, and the preferred BLAS library
+// (CUDA builds only): PyTorch 2.5 on.
 #define TRAINC_ATTENTION_VARIANTS (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5))
 #define TRAINC_BLAS_VARIANTS (TRAINC_WITH_CUDA && TRAINC_ATTENTION_VARIANTS)
 
@@ -80,23 +80,26 @@ std::vector<AttentionBackend> attention_backends(c10::Device device) {
   return {AttentionBackend::math};
 }
 
-AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal) {
+AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal,
+                                        bool training) {
 #if TRAINC_ATTENTION_VARIANTS
+  // ATen applies its backward's rules to inputs that require grad.
+  const auto asked = [training](const at::Tensor& t) { return training ? t.detach().requires_grad_(true) : t; };
   // ATen's numbering of sdp::SDPBackend: 0 math, 1 flash, 2 memory-efficient, 3 cuDNN.
-  switch (at::_fused_sdp_choice(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, causal, scale)) {
+  switch (at::_fused_sdp_choice(asked(q), asked(k), asked(v), /*attn_mask=*/{}, /*dropout_p=*/0.0, causal, scale)) {
     case 1: return AttentionBackend::flash;
     case 2: return AttentionBackend::efficient;
     case 3: return AttentionBackend::cudnn;
     default: return AttentionBackend::math;
   }
 #else
-  (void)q, (void)k, (void)v, (void)scale, (void)causal;
+  (void)q, (void)k, (void)v, (void)scale, (void)causal, (void)training;
   return AttentionBackend::math;
 #endif
 }
 
 bool attention_backend_accepts(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                               bool causal) {
+                               bool causal, bool training) {
   if (backend == AttentionBackend::math) return true;
 #if TRAINC_ATTENTION_VARIANTS
   // ATen's choice with only `backend` and math enabled: `backend` when its rules take the inputs.
@@ -109,7 +112,7 @@ bool attention_backend_accepts(AttentionBackend backend, const at::Tensor& q, co
   context.setSDPUseMath(true);
   bool accepted = false;
   try {
-    accepted = aten_attention_backend(q, k, v, scale, causal) == backend;
+    accepted = aten_attention_backend(q, k, v, scale, causal, training) == backend;
   } catch (const std::exception&) {
     accepted = false;
   }
@@ -119,7 +122,7 @@ bool attention_backend_accepts(AttentionBackend backend, const at::Tensor& q, co
   context.setSDPUseMath(math);
   return accepted;
 #else
-  (void)q, (void)k, (void)v, (void)scale, (void)causal;
+  (void)q, (void)k, (void)v, (void)scale, (void)causal, (void)training;
   return false;
 #endif
 }

@@ -3,9 +3,9 @@
 //
 // The implementations LibTorch offers for one library call, each callable by name, so that the
 // compiler can pick one at compile time or measure them (max-autotune):
-//   - attention: flash, memory-efficient and cuDNN kernels (PyTorch 2.x, each with its own
+//   - attention: flash, memory-efficient and cuDNN kernels (PyTorch 2.5 on, each with its own
 //     backward), and the textbook formula ("math") that every LibTorch runs;
-//   - matrix products on CUDA: cuBLAS or cuBLASLt (ATen's preferred BLAS library, PyTorch 2.x).
+//   - matrix products on CUDA: cuBLAS or cuBLASLt (ATen's preferred BLAS library, PyTorch 2.5 on).
 // A variant that cannot run the inputs given (a head size or layout its kernel does not take, or a
 // LibTorch without it) throws; callers that measure variants skip it.
 #pragma once
@@ -25,18 +25,20 @@ const char* attention_backend_name(AttentionBackend backend);  // "flash"
 std::optional<AttentionBackend> attention_backend_named(const std::string& name);
 
 // The backends worth measuring on `device` in this build: flash, efficient and cuDNN on a GPU
-// (math there is only ever slower and holds the whole score matrix); flash and math on the CPU
-// with PyTorch 2.x; math alone with LibTorch 1.13.
+// with PyTorch 2.5 or later (math there is only ever slower and holds the whole score matrix);
+// math alone on the CPU and with LibTorch 1.13.
 std::vector<AttentionBackend> attention_backends(c10::Device device);
 
 // The backend ATen's scaled_dot_product_attention picks for these inputs (its own rules: inputs'
-// layout, head size, dtype, the GPU); math on LibTorch 1.13.
-AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal);
+// layout, head size, dtype, the GPU; `training`: for a forward whose backward will run, which some
+// kernels refuse for head sizes their forward takes); math on LibTorch 1.13.
+AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal,
+                                        bool training = false);
 
 // Whether ATen's rules let `backend` run these inputs. Called directly, a fused kernel does not
 // always check them itself: cuDNN's runs float32 inputs it does not support and returns garbage.
 bool attention_backend_accepts(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                               bool causal);
+                               bool causal, bool training = false);
 
 // softmax(q k^T * scale [causal mask]) v over [batch, heads, time, head_dim], without dropout.
 at::Tensor attention_with(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,

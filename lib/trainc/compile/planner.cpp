@@ -229,6 +229,7 @@ void StepCompiler::report_tuning(const std::string& signature) {
   event.seconds = stats.seconds;
   event.detail = std::to_string(stats.measured) + " choices measured, " + std::to_string(stats.from_cache) + " read from the tuning cache (" +
                  tuner_->cache().directory() + ")";
+  if (!stats.unrecorded.empty()) warn_("autotune: could not record a choice in the tuning cache: " + stats.unrecorded);
   pending_seconds_ += stats.seconds;
   total_seconds_ += stats.seconds;
   on_compile_(event);

@@ -32,6 +32,7 @@ std::optional<std::string> Autotuner::choose(const std::string& key, const std::
   std::optional<std::string> best;
   double best_seconds = 0.0;
   std::string measured;
+  bool lacked_memory = false;  // a candidate that ran out of memory might run another time
   for (const TuningCandidate& candidate : candidates) {
     std::string outcome;
     try {
@@ -43,6 +44,7 @@ std::optional<std::string> Autotuner::choose(const std::string& key, const std::
       }
     } catch (const std::exception& error) {
       std::string reason = error.what();
+      lacked_memory = lacked_memory || reason.find("out of memory") != std::string::npos;
       reason = reason.substr(0, reason.find('\n'));
       outcome = "cannot run (" + reason.substr(0, 160) + ")";
     }
@@ -50,7 +52,15 @@ std::optional<std::string> Autotuner::choose(const std::string& key, const std::
   }
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++stats_.measured;
-  if (best) cache_.store(key, *best, measured);
+  // The record is worth keeping only when every candidate had its chance; failing to write it
+  // costs a later run a measurement, not this run its step.
+  if (best && !lacked_memory) {
+    try {
+      cache_.store(key, *best, measured);
+    } catch (const std::exception& error) {
+      if (stats_.unrecorded.empty()) stats_.unrecorded = error.what();
+    }
+  }
   return chosen_[key] = best;
 }
 

@@ -4,7 +4,8 @@
 // BLAS libraries, launch shapes of generated kernels): run each candidate on the real inputs, time
 // it, keep the fastest. Choices are remembered by key, for the rest of the run (the twelve layers
 // of a GPT-2 ask the same question once) and on disk (TuningCache), so a later run does not measure
-// again. A candidate that throws (a kernel that does not take these inputs) is left out.
+// again. A candidate that throws (a kernel that does not take these inputs) is left out; when one
+// ran out of memory the choice is kept for this run only.
 #pragma once
 
 #include <functional>
@@ -26,6 +27,7 @@ struct TuningStats {
   int measured = 0;       // choices measured in this run
   int from_cache = 0;     // choices read from the tuning cache
   double seconds = 0.0;   // spent measuring
+  std::string unrecorded; // why a choice could not be written to the tuning cache (the first reason)
 };
 
 class Autotuner {

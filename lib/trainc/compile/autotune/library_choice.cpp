@@ -22,8 +22,9 @@ std::vector<std::string> candidate_names(const ir::Node& node, const std::vector
   std::vector<std::string> names;
   if (node.op == ir::Op::attention || node.op == ir::Op::attention_grad) {
     const double scale = ir::attention_scale(node.attrs, inputs[0].size(-1));
+    const bool training = node.op == ir::Op::attention_grad;
     for (AttentionBackend backend : attention_backends(device)) {
-      if (attention_backend_accepts(backend, inputs[0], inputs[1], inputs[2], scale, node.attrs.causal)) {
+      if (attention_backend_accepts(backend, inputs[0], inputs[1], inputs[2], scale, node.attrs.causal, training)) {
         names.push_back(attention_backend_name(backend));
       }
     }
@@ -43,6 +44,11 @@ std::string describe_call(const ir::Node& node, const std::vector<at::Tensor>& i
   if (node.op == ir::Op::attention || node.op == ir::Op::attention_grad) {
     text << (node.attrs.causal ? " causal" : "") << " scale " << node.attrs.scalar;
   }
+  if (!node.attrs.ints.empty()) text << " axes [" << join_ints(node.attrs.ints) << "]";
+  if (node.attrs.keepdim) text << " keepdim";
+  // float32 products run on tensor cores or not as TF32 is allowed: a different measurement.
+  if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias) text << (at::globalContext().allowTF32CuBLAS() ? " tf32" : "");
+  if (node.op == ir::Op::sum || node.op == ir::Op::sum_to_float) text << " split_rows " << column_sums_version();
   text << " |";
   for (const at::Tensor& input : inputs) {
     text << " " << ir::dtype_name(ir::to_dtype(input.scalar_type())) << "[" << join_ints(input.sizes()) << "]/[" << join_ints(input.strides())
@@ -52,7 +58,8 @@ std::string describe_call(const ir::Node& node, const std::vector<at::Tensor>& i
 }
 
 std::string choose_library_variant(const ir::Node& node, const std::vector<at::Tensor>& inputs, at::Device device, Autotuner* tuner) {
-  const std::vector<std::string> names = candidate_names(node, inputs, device);
+  const bool sum = node.op == ir::Op::sum || node.op == ir::Op::sum_to_float;
+  const std::vector<std::string> names = tuner != nullptr || sum ? candidate_names(node, inputs, device) : std::vector<std::string>{};
   if (tuner != nullptr && names.size() > 1) {
     std::vector<TuningCandidate> candidates;
     std::string listed;
@@ -65,7 +72,8 @@ std::string choose_library_variant(const ir::Node& node, const std::vector<at::T
   }
   if (device.is_cuda() && (node.op == ir::Op::attention || node.op == ir::Op::attention_grad)) {
     const double scale = ir::attention_scale(node.attrs, inputs[0].size(-1));
-    const AttentionBackend backend = aten_attention_backend(inputs[0], inputs[1], inputs[2], scale, node.attrs.causal);
+    const AttentionBackend backend =
+        aten_attention_backend(inputs[0], inputs[1], inputs[2], scale, node.attrs.causal, node.op == ir::Op::attention_grad);
     // ATen's math fallback stays ATen's call: it is what runs when no fused kernel takes the inputs.
     if (backend != AttentionBackend::math) return attention_backend_name(backend);
   }

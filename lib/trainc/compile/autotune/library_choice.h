@@ -4,8 +4,8 @@
 // decided once per step, at its first run, on the real inputs:
 //   - attention and attention_grad on a GPU: with an autotuner (max-autotune) the fastest of the
 //     flash, memory-efficient and cuDNN kernels measured; without one, the kernel ATen's own rules
-//     pick for these inputs (what scaled_dot_product_attention would run), fixed at compile time so
-//     that the backward calls that kernel's backward directly;
+//     pick for these inputs (what scaled_dot_product_attention would run), fixed at the compiled
+//     step's first run so that the backward calls that kernel's backward directly;
 //   - matmul and matmul_bias on a GPU, with an autotuner: the faster of cuBLAS and cuBLASLt;
 //   - a sum over leading dimensions on a GPU (bias and layer-norm parameter gradients): with an
 //     autotuner the faster of ATen's reduction and runtime/column_sums' split over the rows;

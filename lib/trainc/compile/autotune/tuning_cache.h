@@ -7,6 +7,7 @@
 // that finds the file reads the choice instead of measuring again. Files are published with an
 // atomic rename (runtime/kernel_cache), so runs sharing the folder never read half a record. A
 // record that does not parse, or whose key is not the one asked for, is measured again and replaced.
+// A change of how candidates are measured changes kMagic's number, so older records are not read.
 //
 // A record:
 //   trainc autotune 1

@@ -67,6 +67,10 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
                               " the step runs in mode max-autotune-no-cudagraphs");
     choice.mode = "max-autotune-no-cudagraphs";
   }
+  if (choice.autotunes() && choice.backend != "inductor") {
+    throw UserError("torch_compile_mode: " + choice.mode + " tunes the kernels inductor generates and the library calls it makes, which "
+                    "needs the inductor backend; backend " + choice.backend + " runs mode default or reduce-overhead");
+  }
   if (choice.whole_step_graph()) {
     const std::string graphs = choice.backend == "cudagraphs" ? "torch_compile_backend: cudagraphs" : "torch_compile_mode: " + choice.mode;
     const std::string without_graphs = choice.autotunes() ? "max-autotune-no-cudagraphs" : "default";
@@ -78,10 +82,6 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
       throw UserError("gradient_checkpointing: true with " + graphs + ": recomputing a checkpointed segment restores the random "
                       "generator's state from the host, which a CUDA graph cannot replay; turn one of them off");
     }
-  }
-  if (choice.autotunes() && choice.backend != "inductor") {
-    throw UserError("torch_compile_mode: " + choice.mode + " tunes the kernels inductor generates and the library calls it makes, which "
-                    "needs the inductor backend; backend " + choice.backend + " runs mode default or reduce-overhead");
   }
   return choice;
 }

@@ -213,6 +213,8 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
   }
   if ((node.op == Op::sum || node.op == Op::sum_to_float) && variant != "aten") {
     TRAINC_CHECK(variant == "split_rows", std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
+    // Chosen at a first run; a later input laid out otherwise (a view, a misaligned start) is ATen's.
+    if (!column_sums_supported(inputs[0], node.attrs.ints)) return execute_node(node, inputs, device);
     at::Tensor out = column_sums(inputs[0], static_cast<int64_t>(node.attrs.ints.size()));
     if (node.op == Op::sum) out = out.to(inputs[0].scalar_type());  // summed in float32, rounded once, as ATen's sum
     return node.attrs.keepdim ? out.view(node.type.shape) : out;

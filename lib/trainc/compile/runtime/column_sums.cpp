@@ -125,6 +125,11 @@ bool column_sums_supported(const at::Tensor& x, const std::vector<int64_t>& axes
   return rows > 0 && columns > 0 && columns % group == 0 && columns < (int64_t{1} << 30);
 }
 
+const std::string& column_sums_version() {
+  static const std::string version = content_hash({kKernels});
+  return version;
+}
+
 at::Tensor column_sums(const at::Tensor& x, int64_t count) {
   const std::vector<int64_t> kept(x.sizes().begin() + count, x.sizes().end());
   int64_t columns_long = 1;

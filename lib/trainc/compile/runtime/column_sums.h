@@ -1,4 +1,4 @@
-// defines: column_sums_supported, column_sums
+// defines: column_sums_supported, column_sums, column_sums_version
 //
 // Sums over the leading dimensions of a tensor on a GPU, in float32 and in a fixed order: the
 // gradients of biases and of layer-norm parameters, a sum over every token of a [tokens, width]
@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
 #include <vector>
 
 namespace trainc {
@@ -20,7 +21,10 @@ namespace trainc {
 // `axes` the leading dimensions, and the rest a multiple of 16 bytes wide.
 bool column_sums_supported(const at::Tensor& x, const std::vector<int64_t>& axes);
 
-// x summed over its leading `count` dimensions, in float32.
+// x summed over its leading `count` dimensions, in float32. `x` must be supported (above).
 at::Tensor column_sums(const at::Tensor& x, int64_t count);
+
+// A hash of the kernels' source: part of a tuning key, so that a changed kernel is measured again.
+const std::string& column_sums_version();
 
 }  // namespace trainc

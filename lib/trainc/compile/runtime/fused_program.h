@@ -50,6 +50,10 @@ class FusedProgram {
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs);
 
+  // Per generated kernel: the launch shape chosen for it (an index into the launch variants' names),
+  // -1 for the default launch (no variants, one distinct code, or not run yet).
+  const std::vector<int>& chosen_launch_shapes() const { return launch_shape_; }
+
  private:
   const at::Tensor& value(std::vector<at::Tensor>& values, ir::ValueId id) const;
   // The launch shape (an index into launch_variants_) measured fastest for kernel k on these
