@@ -127,23 +127,23 @@ int reduction_block(int64_t units, int per_thread) {
 class CudaKernelRenderer : KernelLayout {
  public:
   CudaKernelRenderer(const ir::Graph& graph, const Schedule& schedule, int index, std::string symbol, const LaunchShape& shape)
-      : KernelLayout(graph, schedule, index, kCudaSpelling), symbol_(std::move(symbol)), block_(shape.pointwise_block), shape_(shape) {}
+      : KernelLayout(graph, schedule, index, kCudaSpelling), symbol_(std::move(symbol)), shape_(shape) {}
 
   RenderedKernel render() {
     RenderedKernel result;
     result.symbol = symbol_;
     // 32-bit indices when every index fits, also one grid-stride step past the end (a loop
     // counter steps by at most kMaxGrid blocks of a pointwise block's threads before its test).
-    index_type_ = index_extent() + kMaxGrid * block_ < (int64_t{1} << 31) ? "int" : "int64_t";
+    index_type_ = index_extent() + kMaxGrid * shape_.pointwise_block < (int64_t{1} << 31) ? "int" : "int64_t";
     const bool reduction = kernel_.has_reduction();
     record_arguments(result);
     const bool vectorized = plan_vector_accesses(result);
     // A reduction's block is sized to the row: four columns a thread, or two groups of
     // kVectorWidth (a GPT-2 row of 768 gets 256 threads, or 64 threads of 16-byte loads).
     result.block = reduction ? shape_.reduction_block(vectorized ? reduction_block(columns() / kVectorWidth, 2) : reduction_block(columns(), 4))
-                             : block_;
+                             : shape_.pointwise_block;
     const int64_t threads = reduction ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
-    const int64_t work = reduction ? rows() : (threads + block_ - 1) / block_;
+    const int64_t work = reduction ? rows() : (threads + shape_.pointwise_block - 1) / shape_.pointwise_block;
     result.grid = std::max<int64_t>(1, std::min(work, kMaxGrid));
     std::ostringstream out;
     out << "\n// kernel " << index_ << ": " << describe() << "\n";
@@ -178,7 +178,7 @@ class CudaKernelRenderer : KernelLayout {
 
   void pointwise_body(std::ostream& out) const {
     const std::string t = index_type_;
-    out << "  for (" << t << " e = blockIdx.x * " << block_ << " + threadIdx.x; e < " << rows() * columns() << "; e += gridDim.x * " << block_
+    out << "  for (" << t << " e = blockIdx.x * " << shape_.pointwise_block << " + threadIdx.x; e < " << rows() * columns() << "; e += gridDim.x * " << shape_.pointwise_block
         << ") {\n";
     const std::string indent = "    ";
     out << indent << "const " << t << " o = e / " << columns() << ";\n";
@@ -241,8 +241,8 @@ class CudaKernelRenderer : KernelLayout {
 
   void vectorized_pointwise_body(std::ostream& out) const {
     const std::string t = index_type_, w = std::to_string(kVectorWidth);
-    out << "  for (" << t << " ev = blockIdx.x * " << block_ << " + threadIdx.x; ev < " << rows() * columns() / kVectorWidth
-        << "; ev += gridDim.x * " << block_ << ") {\n";
+    out << "  for (" << t << " ev = blockIdx.x * " << shape_.pointwise_block << " + threadIdx.x; ev < " << rows() * columns() / kVectorWidth
+        << "; ev += gridDim.x * " << shape_.pointwise_block << ") {\n";
     const std::string indent = "    ", inner = "      ";
     out << indent << "const " << t << " o = ev / " << columns() / kVectorWidth << ";\n";
     out << indent << "const " << t << " jv = (ev - o * " << columns() / kVectorWidth << ") * " << w << ";\n";
@@ -376,7 +376,6 @@ class CudaKernelRenderer : KernelLayout {
   }
 
   std::string symbol_;
-  int block_;  // a pointwise kernel's threads per block
   LaunchShape shape_;
   std::string index_type_ = "int64_t";
   std::set<ValueId> vector_stores_;  // stored kVectorWidth values at a time

@@ -14,17 +14,10 @@ constexpr int kBlock = 256;          // 32 threads across a tile's columns, 8 do
 constexpr int64_t kTargetBlocks = 1024;
 constexpr int64_t kMinRowsPerSplit = 128;  // 16 rows a thread: four groups of four loads in flight
 
-// After the generated kernels' prelude (types, k_bf16_load). T's W consecutive columns are 16 bytes.
+// After the generated kernels' prelude (types, k_load8). T's W consecutive columns are 16 bytes.
 constexpr const char* kKernels = R"(
 // trainc: column sums of a [rows, columns] matrix in float32, in a fixed order.
-static __device__ __forceinline__ void load_group(const uint16_t* p, float (&v)[8]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-  for (int k = 0; k < 4; ++k) {
-    v[2 * k] = __uint_as_float(words[k] << 16);
-    v[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
-  }
-}
+static __device__ __forceinline__ void load_group(const uint16_t* p, float (&v)[8]) { k_load8(p, v); }
 static __device__ __forceinline__ void load_group(const float* p, float (&v)[4]) {
   const float4 raw = *reinterpret_cast<const float4*>(p);
   v[0] = raw.x, v[1] = raw.y, v[2] = raw.z, v[3] = raw.w;
