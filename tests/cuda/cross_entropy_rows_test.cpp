@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "support/numerics.h"
+#include "trainc/compile/ir/graph.h"
 #include "trainc/compile/runtime/cross_entropy_rows.h"
+#include "trainc/compile/runtime/linear_cross_entropy.h"
 
 using namespace trainc;
 using trainc::test::relative_error;
@@ -76,4 +78,50 @@ TEST_CASE("one-pass cross-entropy: masked (-inf) logits count for nothing, a NaN
     CHECK(loss.narrow(0, 2, 2).isnan().all().item<bool>());
     CHECK(expected.narrow(0, 2, 2).isnan().all().item<bool>());
   }
+}
+
+// The forward's kernel for training: the losses of cross_entropy_rows_forward and the gradient of
+// cross_entropy_rows_backward for a grad of 1, from one launch, aligned rows and misaligned ones.
+TEST_CASE("one-pass cross-entropy: losses and the gradient together match the separate kernels", "[inductor][cuda]") {
+  const int64_t rows = 200, vocabulary = 50257, stride = 50304;
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  for (const int64_t offset : {0, 1}) {
+    for (const double smoothing : {0.0, 0.1}) {
+      INFO("rows starting at element " << offset << ", label smoothing " << smoothing);
+      const at::Tensor storage = (torch::randn({rows, stride}, cuda) * 3).to(torch::kBFloat16);
+      at::Tensor targets = torch::randint(0, vocabulary, {rows}, cuda.dtype(torch::kLong));
+      targets.index_put_({torch::tensor({5}, cuda.dtype(torch::kLong))}, -100);
+      at::Tensor separate = storage.clone().narrow(1, offset, vocabulary);
+      const at::Tensor expected_loss = cross_entropy_rows_forward(separate, targets, smoothing);
+      cross_entropy_rows_backward(separate, targets, torch::ones({rows}, cuda), smoothing);
+      at::Tensor together = storage.clone().narrow(1, offset, vocabulary);
+      at::Tensor loss = torch::empty({rows}, cuda);
+      cross_entropy_rows_loss_and_dlogits(together, targets, smoothing, loss);
+      CHECK(torch::equal(loss, expected_loss));
+      CHECK(torch::equal(together, separate));
+    }
+  }
+}
+
+// GPT-2's head, scaled down in rows and width: the dlogits variant (the gradient made in the
+// forward, two GEMMs in the backward) against the recomputing one, within bf16's rounding (2e-2
+// relative to the largest element: the gradient is rounded to bf16 before its GEMM, not after).
+TEST_CASE("linear_cross_entropy_and_dlogits on the GPU gives the recomputing head's losses and gradients", "[inductor][cuda]") {
+  const int64_t rows = 256, width = 64, vocabulary = 50257;
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const at::Tensor x = torch::randn({rows, width}, cuda).to(torch::kBFloat16);
+  const at::Tensor w = (torch::randn({vocabulary, width}, cuda) * 0.3).to(torch::kBFloat16);
+  at::Tensor targets = torch::randint(0, vocabulary, {rows}, cuda.dtype(torch::kLong));
+  targets.index_put_({torch::tensor({3, 100}, cuda.dtype(torch::kLong))}, -100);
+  const at::Tensor grad = torch::randn({rows}, cuda) * (targets != -100);
+  const at::Tensor packed = linear_cross_entropy_and_dlogits(x, w, targets, 0.1, torch::kFloat);
+  ir::LinearCrossEntropyLayout layout;
+  REQUIRE(ir::linear_cross_entropy_layout(rows, vocabulary, 2, 4, layout));
+  const at::Tensor valid = targets != -100;
+  const at::Tensor losses = packed.narrow(0, 0, layout.loss_elements).view(torch::kFloat);
+  CHECK(relative_error(losses.masked_select(valid), linear_cross_entropy(x, w, targets, 0.1, torch::kFloat).masked_select(valid)) <= 1e-5);
+  const at::Tensor got = linear_cross_entropy_grad_from_dlogits(packed, x, w, grad);
+  const at::Tensor expected = linear_cross_entropy_grad(x, w, targets, grad, 0.1);
+  CHECK(relative_error(got.narrow(0, 0, rows * width), expected.narrow(0, 0, rows * width)) <= 2e-2);
+  CHECK(relative_error(got.narrow(0, rows * width, vocabulary * width), expected.narrow(0, rows * width, vocabulary * width)) <= 2e-2);
 }

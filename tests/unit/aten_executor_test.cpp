@@ -6,10 +6,14 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <map>
 #include <set>
 
+#include "support/numerics.h"
 #include "trainc/compat/library_variants.h"
+#include "trainc/compile/autodiff/autodiff.h"
 #include "trainc/compile/autotune/library_choice.h"
+#include "trainc/compile/passes/dlogits_in_forward.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/linear_cross_entropy.h"
 
@@ -28,6 +32,21 @@ Attributes with_ints(std::vector<int64_t> ints) {
   Attributes attrs;
   attrs.ints = std::move(ints);
   return attrs;
+}
+
+// linear_cross_entropy_and_dlogits's buffer from ATen's losses and softmax (float64 x and losses:
+// the losses are the first `rows` elements).
+at::Tensor packed_head(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets, double smoothing) {
+  const int64_t rows = x.size(0), vocabulary = w.size(0);
+  LinearCrossEntropyLayout layout;
+  REQUIRE(linear_cross_entropy_layout(rows, vocabulary, 8, 8, layout));
+  const at::Tensor logits = at::mm(x, w.t());
+  at::Tensor packed = torch::zeros({layout.total}, x.options());
+  packed.narrow(0, 0, rows).copy_(at::cross_entropy_loss(logits, targets, {}, at::Reduction::None, -100, smoothing));
+  const at::Tensor dlogits = at::softmax(logits, 1) - smoothing / static_cast<double>(vocabulary) -
+                             (1.0 - smoothing) * at::one_hot(targets, vocabulary).to(x.scalar_type());
+  packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary).view({rows, layout.padded_vocabulary}).narrow(1, 0, vocabulary).copy_(dlogits);
+  return packed;
 }
 
 std::vector<ExecCase> cases() {
@@ -175,6 +194,15 @@ std::vector<ExecCase> cases() {
          (at::cross_entropy_loss(at::mm(input, weight.t()), x[2], {}, at::Reduction::None, -100, 0.1) * x[3]).sum().backward();
          return at::cat({input.grad().flatten(), weight.grad().flatten()});
        }},
+      {Op::bitcast, {r({4})}, to_f32, [](auto& x) { return x[0].view(torch::kFloat); }},
+      {Op::linear_cross_entropy_and_dlogits, {head_x, head_w, head_targets}, smoothed, [](auto& x) { return packed_head(x[0], x[1], x[2], 0.1); }},
+      {Op::linear_cross_entropy_grad_from_dlogits, {packed_head(head_x, head_w, head_targets, 0.1), head_x, head_w, r({6})}, smoothed,
+       [head_targets](auto& x) {
+         auto input = x[1].clone().requires_grad_(true);
+         auto weight = x[2].clone().requires_grad_(true);
+         (at::cross_entropy_loss(at::mm(input, weight.t()), head_targets, {}, at::Reduction::None, -100, 0.1) * x[3]).sum().backward();
+         return at::cat({input.grad().flatten(), weight.grad().flatten()});
+       }},
   };
   return rows;
 }
@@ -211,6 +239,86 @@ TEST_CASE("linear_cross_entropy in chunks of rows equals it in one", "[unit][ir]
                         trainc::linear_cross_entropy(x, w, targets, 0.1, torch::kDouble, whole), 1e-12, 1e-12));
   CHECK(torch::allclose(trainc::linear_cross_entropy_grad(x, w, targets, grad, 0.1, three_rows),
                         trainc::linear_cross_entropy_grad(x, w, targets, grad, 0.1, whole), 1e-12, 1e-12));
+}
+
+// The dlogits variant against the recomputing one, on the CPU: float32 (tolerance 1e-5 relative
+// to the largest element, for sums in another order) and bf16 x (2e-2: the gradient rounded to
+// bf16 before the GEMM instead of after, and the product rounded twice), over a vocabulary of 70
+// (padded to 128), in one chunk and in chunks of 3 rows, some targets ignored with a grad of 0.
+TEST_CASE("linear_cross_entropy_and_dlogits gives linear_cross_entropy's losses and gradients", "[unit][ir][aten]") {
+  const int64_t rows = 10, width = 6, vocabulary = 70;
+  for (const auto& [dtype, tolerance] : std::vector<std::pair<at::ScalarType, double>>{{torch::kFloat, 1e-5}, {torch::kBFloat16, 2e-2}}) {
+    for (const double smoothing : {0.0, 0.1}) {
+      for (const int64_t chunk : {int64_t{1} << 20, 3 * vocabulary}) {
+        INFO(c10::toString(dtype) << ", label smoothing " << smoothing << ", chunks of " << chunk << " logits");
+        const auto options = torch::TensorOptions().dtype(dtype);
+        const at::Tensor x = torch::randn({rows, width}).to(dtype), w = torch::randn({vocabulary, width}).to(dtype);
+        at::Tensor targets = torch::randint(0, vocabulary, {rows});
+        targets.index_put_({torch::tensor({2, 7})}, -100);
+        const at::Tensor grad = torch::randn({rows}) * (targets != -100);
+
+        const at::Tensor packed = trainc::linear_cross_entropy_and_dlogits(x, w, targets, smoothing, torch::kFloat, chunk);
+        LinearCrossEntropyLayout layout;
+        REQUIRE(linear_cross_entropy_layout(rows, vocabulary, x.element_size(), 4, layout));
+        REQUIRE(packed.numel() == layout.total);
+        REQUIRE(packed.scalar_type() == dtype);
+        const at::Tensor losses = packed.narrow(0, 0, layout.loss_elements).view(torch::kFloat);
+        const at::Tensor expected_losses = trainc::linear_cross_entropy(x, w, targets, smoothing, torch::kFloat, chunk);
+        const at::Tensor valid = targets != -100;
+        CHECK(trainc::test::relative_error(losses.masked_select(valid), expected_losses.masked_select(valid)) <= 1e-6);
+        const at::Tensor padding = packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary)
+                                       .view({rows, layout.padded_vocabulary})
+                                       .narrow(1, vocabulary, layout.padded_vocabulary - vocabulary);
+        CHECK(torch::equal(padding, torch::zeros_like(padding)));
+
+        const at::Tensor got = trainc::linear_cross_entropy_grad_from_dlogits(packed, x, w, grad);
+        const at::Tensor expected = trainc::linear_cross_entropy_grad(x, w, targets, grad, smoothing, chunk);
+        REQUIRE(got.sizes() == expected.sizes());
+        CHECK(got.scalar_type() == dtype);
+        CHECK(trainc::test::relative_error(got.narrow(0, 0, rows * width), expected.narrow(0, 0, rows * width)) <= tolerance);
+        CHECK(trainc::test::relative_error(got.narrow(0, rows * width, vocabulary * width), expected.narrow(0, rows * width, vocabulary * width)) <=
+              tolerance);
+      }
+    }
+  }
+}
+
+// A joint graph with a head whose loss is differentiated: after dlogits_in_forward the backward
+// reads the forward's gradient (no linear_cross_entropy_grad is left), and the graph computes the
+// same loss and gradients.
+TEST_CASE("dlogits_in_forward keeps a head's loss and gradients and drops its recomputation", "[unit][ir][aten][passes]") {
+  Graph forward;
+  const ValueId x = forward.add_input("x", {DType::f64, {8, 5}});
+  const ValueId w = forward.add_input("w", {DType::f64, {11, 5}});
+  const ValueId targets = forward.add_input("targets", {DType::i64, {8}});
+  Attributes head;
+  head.dtype = DType::f64;
+  head.scalar = 0.1;
+  Attributes all;
+  all.ints = {0};
+  const ValueId losses = forward.add(Op::linear_cross_entropy, {x, w, targets}, head);
+  forward.mark_output(forward.add(Op::sum, {losses}, all));
+  const trainc::JointGraph joint = trainc::differentiate(forward, {true, true, false});
+  const Graph rewritten = dlogits_in_forward(joint.graph);
+  std::map<Op, int> ops;
+  for (const Node& node : rewritten.nodes()) ++ops[node.op];
+  CHECK(ops[Op::linear_cross_entropy] == 0);
+  CHECK(ops[Op::linear_cross_entropy_grad] == 0);
+  CHECK(ops[Op::linear_cross_entropy_and_dlogits] == 1);
+  CHECK(ops[Op::linear_cross_entropy_grad_from_dlogits] == 1);
+  CHECK(ops[Op::bitcast] == 1);
+  REQUIRE(rewritten.outputs().size() == joint.graph.outputs().size());
+
+  const std::vector<at::Tensor> inputs = {torch::randn({8, 5}, torch::kDouble), torch::randn({11, 5}, torch::kDouble),
+                                          torch::randint(0, 11, {8}), torch::full({}, 0.5, torch::kDouble)};
+  const std::vector<at::Tensor> expected = execute_with_aten(joint.graph, inputs);
+  const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("output " << i);
+    CHECK(torch::allclose(got[i], expected[i], 1e-10, 1e-12));
+  }
+  // Without a gradient for the head, nothing changes.
+  CHECK(to_text(dlogits_in_forward(forward)) == to_text(forward));
 }
 
 TEST_CASE("a concatenation of adjacent views is a view of their buffer; attention's gradients lie side by side", "[unit][ir][aten]") {

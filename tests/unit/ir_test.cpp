@@ -109,6 +109,17 @@ std::vector<ShapeCase> shape_cases() {
       {Op::linear_cross_entropy_grad, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}, bf16({6})}, f32_loss, {}, "the loss's type"},
       {Op::sum_to_float, {bf16({16, 4, 8})}, ints({0, 1}), f32({8}), ""},
       {Op::sum_to_float, {f32({16, 8})}, ints({0}), {}, "sums bf16 or f16"},
+      {Op::bitcast, {bf16({8})}, f32_loss, f32({4}), ""},
+      {Op::bitcast, {bf16({7})}, f32_loss, {}, "not a whole number of f32"},
+      {Op::bitcast, {bf16({2, 4})}, f32_loss, {}, "takes a flat tensor"},
+      // 6 float32 losses in 12 bf16 elements, the gradient from element 32 (64 bytes), rows of 64.
+      {Op::linear_cross_entropy_and_dlogits, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}}, f32_loss, bf16({32 + 6 * 64}), ""},
+      {Op::linear_cross_entropy_and_dlogits, {{DType::f64, {5, 5}}, {DType::f64, {7, 5}}, {DType::i64, {5}}}, f32_loss, {},
+       "do not fill whole elements of f64"},
+      {Op::linear_cross_entropy_grad_from_dlogits, {bf16({32 + 6 * 64}), bf16({6, 5}), bf16({7, 5}), f32({6})}, f32_loss,
+       bf16({6 * 5 + 7 * 5}), ""},
+      {Op::linear_cross_entropy_grad_from_dlogits, {bf16({6 * 64}), bf16({6, 5}), bf16({7, 5}), f32({6})}, f32_loss, {},
+       "takes linear_cross_entropy_and_dlogits's bf16[416]"},
   };
   for (Op op : {Op::neg, Op::exp, Op::log, Op::tanh, Op::erf, Op::sqrt, Op::rsqrt, Op::reciprocal, Op::relu, Op::sigmoid}) {
     cases.push_back({op, {f32({3, 7})}, {}, f32({3, 7}), ""});

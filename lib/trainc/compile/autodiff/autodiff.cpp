@@ -314,7 +314,10 @@ bool has_gradient_rule(Op op) {
     case Op::max_pool2d_indices:
     case Op::max_pool2d_grad:
     case Op::avg_pool2d_grad:
-    case Op::sum_to_float:  // made after differentiation, for the programs only
+    case Op::sum_to_float:  // these made after differentiation, for the programs only
+    case Op::bitcast:
+    case Op::linear_cross_entropy_and_dlogits:
+    case Op::linear_cross_entropy_grad_from_dlogits:
       return false;
     default:
       return true;

@@ -236,9 +236,9 @@ std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::
                                               std::move(variants[static_cast<std::size_t>(p)]));
   }
   const auto runner = [device](std::shared_ptr<FusedProgram> program) {
-    return [program, device](const std::vector<at::Tensor>& inputs, at::Device on) {
+    return [program, device](std::vector<at::Tensor> inputs, at::Device on) {
       TRAINC_CHECK(on.type() == device.type(), "inductor's kernels were generated for " + device.str() + ", the step's tensors are on " + on.str());
-      return program->run(inputs);
+      return program->run(std::move(inputs));
     };
   };
   return std::make_shared<CompiledStep>(std::move(programs), std::move(updated_buffers), std::move(gradient_inputs), runner(fused[0]),

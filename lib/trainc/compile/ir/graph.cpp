@@ -20,6 +20,32 @@ bool is_floating(DType dtype) {
   return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16 || dtype == DType::f16;
 }
 
+int64_t dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::f64:
+    case DType::i64:
+      return 8;
+    case DType::f32:
+      return 4;
+    case DType::bf16:
+    case DType::f16:
+      return 2;
+    case DType::b8:
+      return 1;
+  }
+  return 8;
+}
+
+bool linear_cross_entropy_layout(int64_t rows, int64_t vocabulary, int64_t x_bytes, int64_t loss_bytes, LinearCrossEntropyLayout& layout) {
+  constexpr int64_t kAlignment = 64;
+  if ((rows * loss_bytes) % x_bytes != 0) return false;
+  layout.loss_elements = rows * loss_bytes / x_bytes;
+  layout.dlogits_offset = (layout.loss_elements * x_bytes + kAlignment - 1) / kAlignment * kAlignment / x_bytes;
+  layout.padded_vocabulary = (vocabulary + kAlignment - 1) / kAlignment * kAlignment;
+  layout.total = layout.dlogits_offset + rows * layout.padded_vocabulary;
+  return true;
+}
+
 int64_t TensorType::numel() const {
   int64_t count = 1;
   for (int64_t size : shape) count *= size;

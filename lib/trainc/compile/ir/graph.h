@@ -1,4 +1,5 @@
-// defines: DType, TensorType, ValueId, Attributes, Node, Graph, IrError
+// defines: DType, dtype_bytes, TensorType, ValueId, Attributes, Node, Graph, IrError, LinearCrossEntropyLayout,
+//          linear_cross_entropy_layout
 //
 // The compile planner's IR: a graph in SSA form where every node produces one tensor value, and
 // every value carries its shape and dtype. Nodes are appended in topological order (inputs
@@ -19,6 +20,7 @@ namespace trainc::ir {
 enum class DType : uint8_t { f32, f64, bf16, f16, i64, b8 };
 const char* dtype_name(DType dtype);
 bool is_floating(DType dtype);
+int64_t dtype_bytes(DType dtype);
 
 struct TensorType {
   DType dtype = DType::f32;
@@ -81,6 +83,21 @@ class Graph {
 
 // The result type of `op` applied to `inputs` (IrError when the rule does not hold).
 TensorType infer_type(Op op, const std::vector<TensorType>& inputs, const Attributes& attrs);
+
+// The one buffer linear_cross_entropy_and_dlogits returns, in x's dtype (an IR value has one dtype):
+// the rows' losses, as the bytes of the loss dtype (read back through a bitcast), then from a 64-byte
+// boundary each row's gradient of its loss over its logits, rows of the vocabulary rounded up to a
+// multiple of 64 (aligned GEMM operands; the padding columns hold 0).
+struct LinearCrossEntropyLayout {
+  int64_t loss_elements = 0;      // x-dtype elements holding the losses' bytes
+  int64_t dlogits_offset = 0;     // where the gradient rows start, in elements
+  int64_t padded_vocabulary = 0;  // the gradient's row length
+  int64_t total = 0;              // elements in all
+};
+
+// The layout for `rows` rows over `vocabulary` words; false when the losses' bytes do not fill whole
+// elements of x's dtype (float64 x, float32 losses, an odd number of rows).
+bool linear_cross_entropy_layout(int64_t rows, int64_t vocabulary, int64_t x_bytes, int64_t loss_bytes, LinearCrossEntropyLayout& layout);
 
 // Checks SSA order, arity and every node's type against its shape rule; IrError naming the node.
 void verify(const Graph& graph);

@@ -74,7 +74,10 @@ enum class OpKind : uint8_t {
   X(avg_pool2d_grad, kExtern, 2)  \
   X(linear_cross_entropy, kExtern, 3) \
   X(linear_cross_entropy_grad, kExtern, 4) \
-  X(sum_to_float, kExtern, 1)
+  X(sum_to_float, kExtern, 1)     \
+  X(bitcast, kExtern, 1)          \
+  X(linear_cross_entropy_and_dlogits, kExtern, 3) \
+  X(linear_cross_entropy_grad_from_dlogits, kExtern, 4)
 // clang-format on
 
 enum class Op : uint8_t {

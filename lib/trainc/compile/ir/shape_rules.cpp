@@ -31,6 +31,13 @@
 //                gradients of x and of the weight, flattened one after the other
 //   sum_to_float  x bf16 or f16, attrs.ints axes and keepdim as a reduction's -> f32: the sum of
 //                x accumulated and returned in float32, as sum(cast(x, f32)) without the cast
+//   bitcast      x [n] -> attrs.dtype [n * bytes(x) / bytes(attrs.dtype)]: the same bytes read as
+//                another dtype (a view)
+//   linear_cross_entropy_and_dlogits  (x, weight, targets) as linear_cross_entropy -> x's dtype
+//                [layout.total]: the losses and each row's unscaled gradient over its logits, laid
+//                out as linear_cross_entropy_layout says (graph.h)
+//   linear_cross_entropy_grad_from_dlogits  (that buffer, x, weight, grad [N]) -> as
+//                linear_cross_entropy_grad: x's and the weight's gradients from the saved ones
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -122,6 +129,21 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       out.shape.insert(out.shape.begin(), 3);
       return out;
     }
+    case Op::bitcast: {
+      require(in[0].rank() == 1, "bitcast takes a flat tensor, got " + in[0].str());
+      const int64_t bytes = in[0].numel() * dtype_bytes(in[0].dtype);
+      require(bytes % dtype_bytes(attrs.dtype) == 0, "bitcast: " + in[0].str() + " is not a whole number of " + dtype_name(attrs.dtype));
+      return {attrs.dtype, {bytes / dtype_bytes(attrs.dtype)}};
+    }
+    case Op::linear_cross_entropy_grad_from_dlogits: {
+      require(in[1].rank() == 2, "linear_cross_entropy_grad_from_dlogits takes x [N, C], got " + in[1].str());
+      const TensorType head = extern_type(Op::linear_cross_entropy_and_dlogits, {in[1], in[2], {DType::i64, {in[1].shape[0]}}}, attrs);
+      require(in[0] == head, "linear_cross_entropy_grad_from_dlogits takes linear_cross_entropy_and_dlogits's " + head.str() + ", got " +
+                                 in[0].str());
+      require(in[3] == TensorType{attrs.dtype, {in[1].shape[0]}}, "linear_cross_entropy_grad_from_dlogits's grad must be the loss's type");
+      return extern_type(Op::linear_cross_entropy_grad, {in[1], in[2], {DType::i64, {in[1].shape[0]}}, in[3]}, attrs);
+    }
+    case Op::linear_cross_entropy_and_dlogits:
     case Op::linear_cross_entropy:
     case Op::linear_cross_entropy_grad: {
       const TensorType& x = in[0];
@@ -131,6 +153,13 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       require(in[2].dtype == DType::i64 && in[2].shape == std::vector<int64_t>{x.shape[0]}, "linear_cross_entropy targets must be i64 [N]");
       require(is_floating(attrs.dtype), "linear_cross_entropy's loss dtype must be floating");
       if (op == Op::linear_cross_entropy) return {attrs.dtype, {x.shape[0]}};
+      if (op == Op::linear_cross_entropy_and_dlogits) {
+        LinearCrossEntropyLayout layout;
+        require(linear_cross_entropy_layout(x.shape[0], weight.shape[0], dtype_bytes(x.dtype), dtype_bytes(attrs.dtype), layout),
+                "linear_cross_entropy_and_dlogits: " + std::to_string(x.shape[0]) + " losses of " + dtype_name(attrs.dtype) +
+                    " do not fill whole elements of " + dtype_name(x.dtype));
+        return {x.dtype, {layout.total}};
+      }
       require(in[3] == TensorType{attrs.dtype, {x.shape[0]}}, "linear_cross_entropy_grad's grad must be the loss's type");
       return {x.dtype, {x.shape[0] * x.shape[1] + weight.shape[0] * weight.shape[1]}};
     }

@@ -5,30 +5,14 @@
 
 namespace trainc {
 
-int64_t dtype_bytes(ir::DType dtype) {
-  switch (dtype) {
-    case ir::DType::f64:
-    case ir::DType::i64:
-      return 8;
-    case ir::DType::f32:
-      return 4;
-    case ir::DType::bf16:
-    case ir::DType::f16:
-      return 2;
-    case ir::DType::b8:
-      return 1;
-  }
-  return 8;
-}
-
 int64_t MemoryPlan::arena_bytes() const { return std::accumulate(slot_bytes.begin(), slot_bytes.end(), int64_t{0}); }
 
 MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule) {
   const auto n = static_cast<std::size_t>(graph.size());
   // The value whose memory each value's tensor uses: views share their base's; an ATen cast or
-  // detach may return its input itself, and a concat of views that lie side by side in one buffer
-  // returns a view of it (runtime/aten_executor), so when its inputs share a root it keeps that
-  // root alive; constants and iota own nothing a kernel stores.
+  // detach may return its input itself and a bitcast always does; a concat of views that lie side
+  // by side in one buffer returns a view of it (runtime/aten_executor), so when its inputs share a
+  // root it keeps that root alive; constants and iota own nothing a kernel stores.
   std::vector<ir::ValueId> root(n, -1);
   for (ir::ValueId id = 0; id < graph.size(); ++id) {
     const ir::Node& node = graph.node(id);
@@ -38,7 +22,7 @@ MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule) {
     const auto shares_first_root = [&](ir::ValueId in) { return root_of(in) == root_of(node.inputs[0]); };
     if (is_lazy(graph, schedule, id) && node.op != ir::Op::input) {
       root[i] = root[static_cast<std::size_t>(schedule.accesses[i].base)];
-    } else if (schedule.kernel_of[i] < 0 && (node.op == ir::Op::cast || node.op == ir::Op::detach)) {
+    } else if (schedule.kernel_of[i] < 0 && (node.op == ir::Op::cast || node.op == ir::Op::detach || node.op == ir::Op::bitcast)) {
       root[i] = root[static_cast<std::size_t>(node.inputs[0])];
     } else if (schedule.kernel_of[i] < 0 && node.op == ir::Op::concat && root_of(node.inputs[0]) >= 0 &&
                std::all_of(node.inputs.begin(), node.inputs.end(), shares_first_root)) {

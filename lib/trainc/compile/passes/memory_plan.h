@@ -1,4 +1,4 @@
-// defines: MemoryPlan, plan_memory, dtype_bytes
+// defines: MemoryPlan, plan_memory
 //
 // Contract: assigns every value a fused kernel stores to a slot of a per-program arena, so that
 // values whose lifetimes do not overlap share memory, and the arena is reused by every run of
@@ -21,8 +21,6 @@ struct MemoryPlan {
   int64_t planned_bytes = 0;        // what the planned values would take without sharing
   int64_t arena_bytes() const;
 };
-
-int64_t dtype_bytes(ir::DType dtype);
 
 MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule);
 

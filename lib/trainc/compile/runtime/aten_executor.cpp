@@ -161,6 +161,13 @@ at::Tensor run_sum_to_float(const Inputs& in, const Attributes& a, at::Device de
 at::Tensor run_linear_cross_entropy_grad(const Inputs& in, const Attributes& a, at::Device device) {
   return linear_cross_entropy_grad(in[0], in[1], in[2], in[3], a.scalar);
 }
+at::Tensor run_bitcast(const Inputs& in, const Attributes& a, at::Device device) { return in[0].contiguous().view(to_scalar_type(a.dtype)); }
+at::Tensor run_linear_cross_entropy_and_dlogits(const Inputs& in, const Attributes& a, at::Device device) {
+  return linear_cross_entropy_and_dlogits(in[0], in[1], in[2], a.scalar, to_scalar_type(a.dtype));
+}
+at::Tensor run_linear_cross_entropy_grad_from_dlogits(const Inputs& in, const Attributes& a, at::Device device) {
+  return linear_cross_entropy_grad_from_dlogits(in[0], in[1], in[2], in[3]);
+}
 
 const std::array<Kernel, kOpCount>& kernels() {
 #define TRAINC_IR_OP_KERNEL(op, kind, arity) &run_##op,
@@ -225,7 +232,7 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
   return execute_node(node, inputs, device);
 }
 
-std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs, at::Device device) {
+std::vector<at::Tensor> execute_with_aten(const Graph& graph, std::vector<at::Tensor> inputs, at::Device device) {
   // Each value is released right after its last use, so a program holds only what is still live.
   std::vector<ValueId> last_use(static_cast<std::size_t>(graph.size()), -1);
   for (ValueId id = 0; id < graph.size(); ++id) {
@@ -238,7 +245,7 @@ std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<
     const Node& node = graph.node(id);
     if (node.op == Op::input) {
       if (next_input >= inputs.size()) throw IrError("execute_with_aten: fewer tensors than graph inputs");
-      values[static_cast<std::size_t>(id)] = inputs[next_input++];
+      values[static_cast<std::size_t>(id)] = std::move(inputs[next_input++]);
       continue;
     }
     Inputs arguments;

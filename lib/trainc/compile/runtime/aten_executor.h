@@ -19,7 +19,8 @@ DType to_dtype(at::ScalarType type);  // IrError for a type the IR does not have
 
 // Values made from attributes alone (constant, iota, bernoulli) are created on `device`; the
 // two-argument form uses the first input's device (the CPU when there are no inputs).
-std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs, at::Device device);
+// The inputs are the executor's: each is released after its last use.
+std::vector<at::Tensor> execute_with_aten(const Graph& graph, std::vector<at::Tensor> inputs, at::Device device);
 std::vector<at::Tensor> execute_with_aten(const Graph& graph, const std::vector<at::Tensor>& inputs);
 
 // One node through ATen, its inputs given (for executors that run only some nodes this way).

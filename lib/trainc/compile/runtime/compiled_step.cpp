@@ -24,7 +24,7 @@ CompiledStep::CompiledStep(StepPrograms programs, std::vector<int> updated_buffe
       forward_(std::move(forward)),
       backward_(std::move(backward)) {
   const auto through_aten = [](const ir::Graph& graph) {
-    return [&graph](const std::vector<at::Tensor>& inputs, at::Device device) { return ir::execute_with_aten(graph, inputs, device); };
+    return [&graph](std::vector<at::Tensor> inputs, at::Device device) { return ir::execute_with_aten(graph, std::move(inputs), device); };
   };
   if (!forward_) forward_ = through_aten(programs_.forward);
   if (!backward_) backward_ = through_aten(programs_.backward);
@@ -33,14 +33,18 @@ CompiledStep::CompiledStep(StepPrograms programs, std::vector<int> updated_buffe
 at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad_scale) const {
   c10::NoGradGuard no_grad;  // the programs are the autograd: ATen must not record them again
   const at::Device device = tensors.front().device();
-  const std::vector<at::Tensor> forward = forward_(tensors, device);
+  std::vector<at::Tensor> forward = forward_(tensors, device);
   const at::Tensor loss = forward[0];
 
+  // The saved values are handed over, not shared: the backward frees each after its last use, as
+  // eager autograd frees what a node saved once the node has run.
   std::vector<at::Tensor> backward_inputs;
   for (int index : programs_.backward_step_inputs) backward_inputs.push_back(tensors[static_cast<std::size_t>(index)]);
-  for (std::size_t i = static_cast<std::size_t>(programs_.forward_results); i < forward.size(); ++i) backward_inputs.push_back(forward[i]);
+  for (std::size_t i = static_cast<std::size_t>(programs_.forward_results); i < forward.size(); ++i) {
+    backward_inputs.push_back(std::move(forward[i]));
+  }
   backward_inputs.push_back(at::full({}, grad_scale, loss.options()));
-  const std::vector<at::Tensor> grads = backward_(backward_inputs, device);
+  const std::vector<at::Tensor> grads = backward_(std::move(backward_inputs), device);
 
   for (std::size_t k = 0; k < grads.size(); ++k) {
     at::Tensor parameter = tensors[static_cast<std::size_t>(gradient_inputs_[k])];

@@ -15,8 +15,9 @@
 
 namespace trainc {
 
-// Runs one program: its inputs in order, on `device`; its outputs in order.
-using ProgramRunner = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&, at::Device)>;
+// Runs one program: its inputs in order, on `device`; its outputs in order. The runner owns the
+// inputs, so a program can release each one after its last use.
+using ProgramRunner = std::function<std::vector<at::Tensor>(std::vector<at::Tensor>, at::Device)>;
 
 class CompiledStep {
  public:

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "trainc/common/error.h"
 #include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/runtime/cuda_modules.h"
 
@@ -122,16 +123,11 @@ static __device__ void forward_row(const uint16_t* __restrict__ logits, int64_t 
   }
 }
 
-// The gradient over the logits, written in their place: (softmax - smoothed one-hot) * grad.
+// Overwrites a row's logits with their gradient, (softmax - smoothed one-hot) * g, given the row's
+// log-sum-exp.
 template <int W>
-static __device__ void backward_row(uint16_t* __restrict__ logits, int64_t row_stride, int vocabulary,
-                                    const int64_t* __restrict__ targets, const float* __restrict__ grad, float smoothing) {
-  const int64_t row = blockIdx.x;
-  uint16_t* z = logits + row * row_stride;
-  float lse, total;
-  row_statistics<false, W>(z, vocabulary, lse, total);
-  const int64_t target = targets[row];
-  const float g = grad[row], uniform = smoothing / vocabulary;
+static __device__ void write_gradient(uint16_t* __restrict__ z, int vocabulary, int64_t target, float lse, float smoothing, float g) {
+  const float uniform = smoothing / vocabulary;
   const int groups = vocabulary / W;
   for (int i = threadIdx.x; i < groups; i += blockDim.x) {
     float v[W];
@@ -144,6 +140,32 @@ static __device__ void backward_row(uint16_t* __restrict__ logits, int64_t row_s
   }
 }
 
+template <int W>
+static __device__ void backward_row(uint16_t* __restrict__ logits, int64_t row_stride, int vocabulary,
+                                    const int64_t* __restrict__ targets, const float* __restrict__ grad, float smoothing) {
+  const int64_t row = blockIdx.x;
+  uint16_t* z = logits + row * row_stride;
+  float lse, total;
+  row_statistics<false, W>(z, vocabulary, lse, total);
+  write_gradient<W>(z, vocabulary, targets[row], lse, smoothing, grad[row]);
+}
+
+// The forward's loss and the backward's gradient for a grad of 1, in two passes over the row.
+template <int W>
+static __device__ void loss_and_gradient_row(uint16_t* __restrict__ logits, int64_t row_stride, int vocabulary,
+                                             const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {
+  const int64_t row = blockIdx.x;
+  uint16_t* z = logits + row * row_stride;
+  const int64_t target = targets[row];
+  // Read before row_statistics' barrier: past it, other threads overwrite the row.
+  const float picked = threadIdx.x == 0 && target >= 0 && target < vocabulary ? k_bf16_load(z[target]) : 0.0f;
+  float lse, total;
+  if (smoothing > 0.0f) row_statistics<true, W>(z, vocabulary, lse, total);
+  else row_statistics<false, W>(z, vocabulary, lse, total);
+  if (threadIdx.x == 0) loss[row] = lse - (1.0f - smoothing) * picked - (smoothing / vocabulary) * total;
+  write_gradient<W>(z, vocabulary, target, lse, smoothing, 1.0f);
+}
+
 #define TRAINC_CROSS_ENTROPY_KERNELS(W)                                                                                        \
   extern "C" __global__ void __launch_bounds__(512) trainc_cross_entropy_forward##W(const uint16_t* __restrict__ logits,      \
       int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {  \
@@ -153,13 +175,17 @@ static __device__ void backward_row(uint16_t* __restrict__ logits, int64_t row_s
       int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, const float* __restrict__ grad,               \
       float smoothing) {                                                                                                       \
     backward_row<W>(logits, row_stride, vocabulary, targets, grad, smoothing);                                                 \
+  }                                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(512) trainc_cross_entropy_loss_and_gradient##W(uint16_t* __restrict__ logits, \
+      int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {   \
+    loss_and_gradient_row<W>(logits, row_stride, vocabulary, targets, smoothing, loss);                                        \
   }
 TRAINC_CROSS_ENTROPY_KERNELS(8)
 TRAINC_CROSS_ENTROPY_KERNELS(1)
 )";
 
 // The module's kernels, in the order build_cuda_modules is given their names.
-enum Kernel : std::size_t { kForwardVector, kBackwardVector, kForwardScalar, kBackwardScalar };
+enum Kernel : std::size_t { kForwardVector, kBackwardVector, kBothVector, kForwardScalar, kBackwardScalar, kBothScalar };
 
 // Whether every row of `logits` starts on a 16-byte boundary, so the kernels may read 8 at a time.
 bool rows_aligned(const at::Tensor& logits) {
@@ -172,7 +198,8 @@ const CudaModule& module() {
   std::call_once(once, [] {
     const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
     built = build_cuda_modules({{source, {"trainc_cross_entropy_forward8", "trainc_cross_entropy_backward8",
-                                          "trainc_cross_entropy_forward1", "trainc_cross_entropy_backward1"}}},
+                                          "trainc_cross_entropy_loss_and_gradient8", "trainc_cross_entropy_forward1",
+                                          "trainc_cross_entropy_backward1", "trainc_cross_entropy_loss_and_gradient1"}}},
                                compiler_settings_from_environment())
                 .front()
                 .module;
@@ -214,6 +241,20 @@ void cross_entropy_rows_backward(at::Tensor& logits, const at::Tensor& targets, 
   float smoothing_f = static_cast<float>(smoothing);
   void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &grad_data, &smoothing_f};
   module().launch_with(rows_aligned(logits) ? kBackwardVector : kBackwardScalar, logits.size(0), kBlock, parameters);
+}
+
+void cross_entropy_rows_loss_and_dlogits(at::Tensor& logits, const at::Tensor& targets, double smoothing, at::Tensor& loss) {
+  TRAINC_CHECK(loss.scalar_type() == at::kFloat && loss.is_contiguous() && loss.numel() == logits.size(0), "cross-entropy losses: a float32 [rows] tensor");
+  if (logits.size(0) == 0) return;
+  const at::Tensor contiguous_targets = targets.contiguous();
+  void* data = logits.data_ptr();
+  int64_t row_stride = logits.stride(0);
+  int vocabulary = static_cast<int>(logits.size(1));
+  void* target_data = contiguous_targets.data_ptr();
+  float smoothing_f = static_cast<float>(smoothing);
+  void* loss_data = loss.data_ptr();
+  void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &smoothing_f, &loss_data};
+  module().launch_with(rows_aligned(logits) ? kBothVector : kBothScalar, logits.size(0), kBlock, parameters);
 }
 
 }  // namespace trainc

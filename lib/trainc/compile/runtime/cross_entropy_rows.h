@@ -1,4 +1,5 @@
-// defines: cross_entropy_rows_supported, cross_entropy_rows_forward, cross_entropy_rows_backward
+// defines: cross_entropy_rows_supported, cross_entropy_rows_forward, cross_entropy_rows_backward,
+//          cross_entropy_rows_loss_and_dlogits
 //
 // The cross-entropy of bf16 logits on a GPU, one row per thread block, in one pass over the row
 // (forward) or two (backward), with no float32 copy of the logits: the part of
@@ -25,5 +26,9 @@ at::Tensor cross_entropy_rows_forward(const at::Tensor& logits, const at::Tensor
 
 // Overwrites logits [N, V] with the gradient of sum(loss * grad), grad float32 [N].
 void cross_entropy_rows_backward(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& grad, double smoothing);
+
+// Both at once for a grad of 1: writes each row's loss into `loss` (float32 [N]) and overwrites the
+// logits with the gradient of each row's own loss, in the backward's two passes.
+void cross_entropy_rows_loss_and_dlogits(at::Tensor& logits, const at::Tensor& targets, double smoothing, at::Tensor& loss);
 
 }  // namespace trainc

@@ -166,7 +166,7 @@ int FusedProgram::choose_launch_shape(std::size_t k, const std::vector<void*>& p
   return -1;
 }
 
-std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs) {
+std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
   std::vector<at::Tensor> values(static_cast<std::size_t>(graph_.size()));
   std::size_t next_input = 0;
   for (ir::ValueId id = 0; id < graph_.size(); ++id) {
@@ -175,7 +175,7 @@ std::vector<at::Tensor> FusedProgram::run(const std::vector<at::Tensor>& inputs)
     const at::Device on = inputs[next_input].device();
     TRAINC_CHECK(on.type() == device_.type() && (!device_.has_index() || on.index() == device_.index()),
                  "kernels generated for " + device_.str() + " given a tensor on " + on.str());
-    values[static_cast<std::size_t>(id)] = inputs[next_input++];
+    values[static_cast<std::size_t>(id)] = std::move(inputs[next_input++]);
   }
   TRAINC_CHECK(next_input == inputs.size(), "more tensors than program inputs");
   if (arena_.empty()) {

@@ -48,7 +48,7 @@ class FusedProgram {
   FusedProgram(const FusedProgram&) = delete;
   FusedProgram& operator=(const FusedProgram&) = delete;
 
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs);
+  std::vector<at::Tensor> run(std::vector<at::Tensor> inputs);
 
   // Per generated kernel: the launch shape chosen for it (an index into the launch variants' names),
   // -1 for the default launch (no variants, one distinct code, or not run yet).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "trainc/common/error.h"
+#include "trainc/compile/ir/graph.h"
 #include "trainc/compile/runtime/cross_entropy_rows.h"
 
 namespace trainc {
@@ -9,14 +11,28 @@ namespace {
 
 constexpr int64_t kVocabularyAlignment = 64;
 
-// The weight with zero rows appended up to an aligned vocabulary (GPUs only; the CPU's GEMMs do not care).
-at::Tensor padded_weight(const at::Tensor& weight) {
+// The weight with zero rows appended up to `padded` rows.
+at::Tensor padded_to(const at::Tensor& weight, int64_t padded) {
   const int64_t vocabulary = weight.size(0);
-  if (!weight.is_cuda() || vocabulary % kVocabularyAlignment == 0) return weight.contiguous();
-  const int64_t padded = (vocabulary + kVocabularyAlignment - 1) / kVocabularyAlignment * kVocabularyAlignment;
+  if (vocabulary == padded) return weight.contiguous();
   at::Tensor result = at::zeros({padded, weight.size(1)}, weight.options());
   result.narrow(0, 0, vocabulary).copy_(weight);
   return result;
+}
+
+// The weight padded to an aligned vocabulary on a GPU (the CPU's GEMMs do not care).
+at::Tensor padded_weight(const at::Tensor& weight) {
+  const int64_t vocabulary = weight.size(0);
+  if (!weight.is_cuda()) return weight.contiguous();
+  return padded_to(weight, (vocabulary + kVocabularyAlignment - 1) / kVocabularyAlignment * kVocabularyAlignment);
+}
+
+ir::LinearCrossEntropyLayout layout_of(const at::Tensor& x, const at::Tensor& weight, at::ScalarType loss_dtype) {
+  ir::LinearCrossEntropyLayout layout;
+  TRAINC_CHECK(ir::linear_cross_entropy_layout(x.size(0), weight.size(0), static_cast<int64_t>(x.element_size()),
+                                               static_cast<int64_t>(c10::elementSize(loss_dtype)), layout),
+               "linear_cross_entropy_and_dlogits: the losses do not fill whole elements of x's dtype");
+  return layout;
 }
 
 int64_t chunk_rows(int64_t vocabulary, int64_t chunk_elements) { return std::max<int64_t>(1, chunk_elements / std::max<int64_t>(vocabulary, 1)); }
@@ -69,6 +85,56 @@ at::Tensor linear_cross_entropy_grad(const at::Tensor& x, const at::Tensor& weig
   at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});
   at::mm_out(x_grad, logits, padded);
   const at::Tensor weight_grad = at::mm(logits.t(), x);
+  result.narrow(0, rows * width, vocabulary * width).view({vocabulary, width}).copy_(weight_grad.narrow(0, 0, vocabulary));
+  return result;
+}
+
+at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, double smoothing,
+                                            at::ScalarType loss_dtype, int64_t chunk_elements) {
+  const int64_t rows = x.size(0), vocabulary = weight.size(0);
+  const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, loss_dtype);
+  at::Tensor packed = at::empty({layout.total}, x.options());
+  packed.narrow(0, layout.loss_elements, layout.dlogits_offset - layout.loss_elements).zero_();  // no byte left unset
+  at::Tensor loss = packed.narrow(0, 0, layout.loss_elements).view(loss_dtype);
+  at::Tensor logits = packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary).view({rows, layout.padded_vocabulary});
+  at::mm_out(logits, x, padded_to(weight, layout.padded_vocabulary).t());  // the padding columns are x . 0 = 0
+  at::Tensor valid_logits = logits.narrow(1, 0, vocabulary);
+  if (cross_entropy_rows_supported(valid_logits, loss_dtype)) {
+    cross_entropy_rows_loss_and_dlogits(valid_logits, targets, smoothing, loss);
+    return packed;
+  }
+  const at::Tensor safe_targets = targets.clamp(0, vocabulary - 1).unsqueeze(1);
+  const int64_t step = chunk_rows(vocabulary, chunk_elements);
+  for (int64_t start = 0; start < rows; start += step) {
+    const int64_t n = std::min(step, rows - start);
+    at::Tensor z = valid_logits.narrow(0, start, n);
+    const at::Tensor wide = z.to(loss_dtype);
+    const at::Tensor lse = at::logsumexp(wide, {1}, true);
+    const at::Tensor picked = safe_targets.narrow(0, start, n);
+    at::Tensor row_loss = lse.squeeze(1) - (1.0 - smoothing) * wide.gather(1, picked).squeeze(1);
+    if (smoothing > 0.0) row_loss -= (smoothing / static_cast<double>(vocabulary)) * wide.sum(1);
+    loss.narrow(0, start, n).copy_(row_loss);
+    at::Tensor g = (wide - lse).exp_();
+    g.scatter_add_(1, picked, at::full({n, 1}, -(1.0 - smoothing), g.options()));
+    if (smoothing > 0.0) g.sub_(smoothing / static_cast<double>(vocabulary));
+    z.copy_(g);
+  }
+  return packed;
+}
+
+at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad) {
+  const int64_t rows = x.size(0), width = x.size(1), vocabulary = weight.size(0);
+  const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, grad.scalar_type());
+  const at::Tensor dlogits = packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary).view({rows, layout.padded_vocabulary});
+  const at::Tensor row_scale = grad.unsqueeze(1);
+  at::Tensor result = at::empty({rows * width + vocabulary * width}, x.options());
+  at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});
+  // Each row of D @ weight scaled once by its grad (the product in float32, rounded once); the
+  // padding columns of D meet the padding's zero rows.
+  at::mm_out(x_grad, dlogits, padded_to(weight, layout.padded_vocabulary));
+  x_grad.mul_(row_scale);
+  const at::Tensor scaled_x = (x * row_scale).to(x.scalar_type());
+  const at::Tensor weight_grad = at::mm(dlogits.t(), scaled_x);
   result.narrow(0, rows * width, vocabulary * width).view({vocabulary, width}).copy_(weight_grad.narrow(0, 0, vocabulary));
   return result;
 }

@@ -1,4 +1,5 @@
-// defines: linear_cross_entropy, linear_cross_entropy_grad
+// defines: linear_cross_entropy, linear_cross_entropy_grad, linear_cross_entropy_and_dlogits,
+//          linear_cross_entropy_grad_from_dlogits
 //
 // A language model's head and its loss in one op: the cross-entropy of each row of
 // logits = x @ weight^T against its target, and the gradients of x and the weight, without the
@@ -29,5 +30,17 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, c
 // then of the weight, flattened. The logits are recomputed.
 at::Tensor linear_cross_entropy_grad(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, const at::Tensor& grad,
                                      double smoothing, int64_t chunk_elements = kLinearCrossEntropyChunk);
+
+// For training: the losses as linear_cross_entropy gives them and, while the logits are at hand,
+// each row's gradient of its own loss over them, D = softmax - (1 - s) * onehot - s / V (rounded to
+// x's dtype, in the place of the logits), in one buffer laid out as ir::linear_cross_entropy_layout
+// says. The backward then needs no logits: with g the losses' gradient,
+//   grad x = g * (D @ weight)   and   grad weight = D^T @ (g * x)   (g scaling rows),
+// two GEMMs where linear_cross_entropy_grad needs three (the logits again first).
+at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, double smoothing,
+                                            at::ScalarType loss_dtype, int64_t chunk_elements = kLinearCrossEntropyChunk);
+
+// That buffer, x, weight and grad [N] -> as linear_cross_entropy_grad.
+at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad);
 
 }  // namespace trainc
