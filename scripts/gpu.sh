@@ -16,7 +16,9 @@
 #          DistributedDataParallel started by torchrun
 # Each run's figure is the median step time over those intervals after the first one.
 # Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs inductor reduce-overhead aot_eager
-# max-autotune max-autotune-no-cudagraphs max-autotune-again),
+# max-autotune max-autotune-no-cudagraphs max-autotune-again, and without-NAME: reduce-overhead with
+# the optimization NAME switched off, TRAINC_DISABLE_OPTIMIZATIONS=NAME (compile/optimizations.h),
+# or NAME fused_adamw: the foreach AdamW instead of the fused one),
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
 # (Trainer, gpt2 case only: none default). TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
 # runs trainc inductor once more per case with TRAINC_PROFILE_KERNELS=1 and prints where its step
@@ -74,7 +76,7 @@ trainc_run() {  # case, run name, extra flags; WORLD=N when the flags start N pr
   step "$case: trainc $name"
   local dir="$OUT/$case-${name// /-}"
   # shellcheck disable=SC2086
-  timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$dir" --logging-first-step \
+  TRAINC_DISABLE_OPTIMIZATIONS=${DISABLE:-} timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$dir" --logging-first-step \
     ${TRAINC_FLAGS[$case]} "$@" > "$dir.log" 2>&1
   local rc=$?
   [[ $rc -ne 0 ]] && { echo "trainc $name failed (exit $rc):"; tail -n 15 "$dir.log"; }
@@ -132,6 +134,8 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
       reduce-overhead | max-autotune | max-autotune-no-cudagraphs) trainc_run "$case" "$run" --torch-compile-mode "$run" ;;
       # the same again: the tuning cache holds the first run's choices, nothing is measured
       max-autotune-again) trainc_run "$case" "$run" --torch-compile-mode max-autotune ;;
+      without-fused_adamw) trainc_run "$case" "$run" --torch-compile-mode reduce-overhead --optim adamw_torch ;;
+      without-*) DISABLE=${run#without-} trainc_run "$case" "$run" --torch-compile-mode reduce-overhead ;;
       *) trainc_run "$case" "$run" --torch-compile-backend "$run" ;;
     esac
   done

@@ -14,6 +14,7 @@
 #include <map>
 
 #include "trainc/common/error.h"
+#include "trainc/compile/optimizations.h"
 #include "trainc/config/emit.h"
 #include "trainc/config/fields.h"
 #include "trainc/config/reference.h"
@@ -136,6 +137,7 @@ int run(int argc, char** argv) {
     return trainc::kExitOk;
   }
   const std::string source = config_path.empty() ? trainc::kBuiltinConfigName : config_path;
+  trainc::check_disabled_optimizations();
   if (explain) return trainc::run_explain(config, source, run_options);
   if (nproc_per_node > 1) {
     if (std::getenv("WORLD_SIZE") != nullptr) {

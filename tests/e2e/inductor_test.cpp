@@ -153,3 +153,33 @@ TEST_CASE("explain shows inductor's fused programs; --dump-dir writes the genera
   CHECK_THAT(read_text(dir.file("dump") + "/compile-1-forward.cpp"), Contains("extern \"C\" void trainc_kernel_0(void* const* args)"));
   CHECK_THAT(read_text(dir.file("dump") + "/compile-1-backward.cpp"), Contains("#pragma omp simd"));
 }
+
+TEST_CASE("TRAINC_DISABLE_OPTIMIZATIONS turns optimizations off, the loss curve stays eager's; an unknown name is a usage error", "[e2e][inductor]") {
+  ScratchDir dir;
+  const std::string config = gpt_config(dir);
+  const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager"));
+  REQUIRE(eager.exit_code == 0);
+  const std::string compiled = "--config " + config + " --torch-compile-backend inductor --dump-dir ";
+  const CommandResult with = run_with_cache(dir.file("cache"), compiled + dir.file("dump-with") + " --output-dir " + dir.file("with"));
+  REQUIRE(with.exit_code == 0);
+  const std::string joint_with = read_text(dir.file("dump-with") + "/compile-1-joint.txt");
+  CHECK_THAT(joint_with, Contains("linear_cross_entropy_and_dlogits(") && Contains("matmul_bias("));
+
+  const std::string all = "TRAINC_DISABLE_OPTIMIZATIONS=fused_head,dlogits_in_forward,bias_epilogue,attention_choice,column_sums,sum_to_float,rematerialize";
+  const CommandResult without = run_with_cache(dir.file("cache"), compiled + dir.file("dump-without") + " --output-dir " + dir.file("without"), all);
+  INFO(without.out << without.err);
+  REQUIRE(without.exit_code == 0);
+  CHECK_THAT(without.out + without.err, Contains("compile: running without the optimizations TRAINC_DISABLE_OPTIMIZATIONS names: fused_head,"));
+  const std::string joint_without = read_text(dir.file("dump-without") + "/compile-1-joint.txt");
+  CHECK_THAT(joint_without, !Contains("linear_cross_entropy") && !Contains("matmul_bias("));
+  const std::vector<double> expected = losses(read_metrics(dir.file("eager")));
+  const std::vector<double> got = losses(read_metrics(dir.file("without")));
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-4));
+
+  const CommandResult unknown = run_with_cache(dir.file("cache"), compiled + dir.file("dump-unknown") + " --output-dir " + dir.file("unknown"),
+                                               "TRAINC_DISABLE_OPTIMIZATIONS=fused_head,fusion");
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Contains("TRAINC_DISABLE_OPTIMIZATIONS=fused_head,fusion: unknown optimization 'fusion' (expected a comma-separated "
+                                   "list of: fused_head, dlogits_in_forward, bias_epilogue,"));
+}

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "trainc/common/error.h"
+#include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/guards.h"
 #include "trainc/compat/gpu_memory.h"
 #include "trainc/compat/torch_compat.h"
@@ -381,6 +382,9 @@ void Trainer::start_compiler() {
   }
   // cudagraphs records eager autograd; the other backends run compiled programs.
   if (!backend_ || backend_->backend == "eager" || backend_->backend == "cudagraphs") return;
+  if (const char* disabled = std::getenv(kDisableOptimizationsVariable); disabled != nullptr && *disabled != '\0') {
+    reporter_->warn(std::string("compile: running without the optimizations ") + kDisableOptimizationsVariable + " names: " + disabled);
+  }
   CompileOptions options;
   options.backend = backend_->backend;
   options.fullgraph = args_.torch_compile_fullgraph;

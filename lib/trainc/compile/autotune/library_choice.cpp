@@ -4,6 +4,7 @@
 
 #include "trainc/compat/device_timing.h"
 #include "trainc/compat/library_variants.h"
+#include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/column_sums.h"
 
@@ -70,7 +71,8 @@ std::string choose_library_variant(const ir::Node& node, const std::vector<at::T
     const std::string key = device_identity(device) + " | " + describe_call(node, inputs) + " | " + listed;
     return tuner->choose(key, candidates).value_or("");
   }
-  if (device.is_cuda() && (node.op == ir::Op::attention || node.op == ir::Op::attention_grad)) {
+  if (device.is_cuda() && (node.op == ir::Op::attention || node.op == ir::Op::attention_grad) &&
+      optimization_enabled(Optimization::attention_choice)) {
     const double scale = ir::attention_scale(node.attrs, inputs[0].size(-1));
     const AttentionBackend backend =
         aten_attention_backend(inputs[0], inputs[1], inputs[2], scale, node.attrs.causal, node.op == ir::Op::attention_grad);
@@ -80,7 +82,10 @@ std::string choose_library_variant(const ir::Node& node, const std::vector<at::T
   // A bf16 sum over the leading dimensions: split over the rows, which on an H200 took 0.020-0.041 ms
   // where ATen's reduction took 0.033-0.049 ms (GPT-2's gradients of biases); float32 sums stay
   // ATen's, which read them faster (0.022 against 0.029 ms).
-  if (names.size() == 2 && names[1] == "split_rows" && inputs[0].scalar_type() == at::kBFloat16) return "split_rows";
+  if (names.size() == 2 && names[1] == "split_rows" && inputs[0].scalar_type() == at::kBFloat16 &&
+      optimization_enabled(Optimization::column_sums)) {
+    return "split_rows";
+  }
   return "";
 }
 

@@ -7,6 +7,7 @@
 #include "trainc/common/error.h"
 #include "trainc/compile/codegen/cpp_kernels.h"
 #include "trainc/compile/codegen/cuda_kernels.h"
+#include "trainc/compile/optimizations.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
 #include "trainc/compile/passes/rematerialize.h"
@@ -53,13 +54,16 @@ LibrarySource library_source(const codegen::RenderedProgram& rendered) {
 // `name` ("forward", "backward") names a GPU program's kernels.
 ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std::string& name = "") {
   ProgramBuild build;
-  build.graph = ir::sink_pointwise(ir::sums_of_widened(ir::transpose_products(ir::slice_grads_to_concat(program))));
+  build.graph = ir::transpose_products(ir::slice_grads_to_concat(program));
+  if (optimization_enabled(Optimization::sum_to_float)) build.graph = ir::sums_of_widened(build.graph);
+  build.graph = ir::sink_pointwise(build.graph);
   ir::verify(build.graph);
   build.schedule = schedule_kernels(build.graph);
   // On a GPU, values stored only for later kernels to load are recomputed there when that is
   // cheap: its kernels wait on memory, not arithmetic (GPT-2: 58.4 -> 54.8 ms, 17.7 -> 11.4 GB).
   // Two CPU cores are the other way round: the small gpt's inductor step went 3-9% slower.
-  Rematerialized copied = device.is_cuda() ? rematerialize_loads(build.graph, build.schedule) : Rematerialized{};
+  Rematerialized copied =
+      device.is_cuda() && optimization_enabled(Optimization::rematerialize) ? rematerialize_loads(build.graph, build.schedule) : Rematerialized{};
   if (copied.copied_values > 0) {
     build.graph = std::move(copied.graph);
     ir::verify(build.graph);

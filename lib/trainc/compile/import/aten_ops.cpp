@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "trainc/compile/import/import_context.h"
+#include "trainc/compile/optimizations.h"
 
 namespace trainc {
 namespace {
@@ -73,7 +74,7 @@ Builder add_sub(Op op, bool reversed) {
     // given (contiguous, to) would hide the product's other readers.
     const ir::Node& product = c.graph().node(a);
     const bool reads_the_product = arg(n, 0)->node()->kind() == jit::aten::matmul && arg(n, 0)->uses().size() == 1;
-    if (op == Op::add && !reversed && alpha == 1.0 && reads_the_product && product.op == Op::matmul &&
+    if (op == Op::add && !reversed && alpha == 1.0 && optimization_enabled(Optimization::bias_epilogue) && reads_the_product && product.op == Op::matmul &&
         c.type(product.inputs[1]).rank() == 2 && c.type(b).rank() == 1 && c.type(b).shape[0] == c.type(a).shape.back() &&
         c.type(b).dtype == c.type(a).dtype) {
       return {c.add(Op::matmul_bias, {product.inputs[0], product.inputs[1], b})};
@@ -344,7 +345,7 @@ Values linear(ImportContext& c, const jit::Node& n) {
   const ValueId weight = c.cast(c.tensor(arg(n, 1)), dtype);
   const ValueId x = c.cast(c.tensor(arg(n, 0)), dtype);
   const bool has_bias = n.inputs().size() > 2 && !c.is_none(arg(n, 2));
-  if (has_bias && c.type(x).rank() >= 2 && c.type(weight).rank() == 2 && c.type(c.tensor(arg(n, 2))).rank() == 1) {
+  if (has_bias && optimization_enabled(Optimization::bias_epilogue) && c.type(x).rank() >= 2 && c.type(weight).rank() == 2 && c.type(c.tensor(arg(n, 2))).rank() == 1) {
     return {c.add(Op::matmul_bias, {x, swap_dims(c, weight, 0, 1), c.cast(c.tensor(arg(n, 2)), dtype)})};
   }
   ValueId y = matmul(c, x, swap_dims(c, weight, 0, 1), out_shape(c, n));
@@ -359,7 +360,7 @@ Values addmm(ImportContext& c, const jit::Node& n) {
   ValueId bias = c.cast(c.tensor(arg(n, 0)), dtype);
   const double beta = n.inputs().size() > 3 ? c.double_arg(arg(n, 3)) : 1.0;
   const double alpha = n.inputs().size() > 4 ? c.double_arg(arg(n, 4)) : 1.0;
-  if (beta == 1.0 && alpha == 1.0 && c.type(bias).rank() == 1) {
+  if (beta == 1.0 && alpha == 1.0 && c.type(bias).rank() == 1 && optimization_enabled(Optimization::bias_epilogue)) {
     const ir::Node& made = c.graph().node(product);
     if (made.op == Op::matmul) return {c.add(Op::matmul_bias, {made.inputs[0], made.inputs[1], bias})};
   }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "trainc/compile/import/import_context.h"
+#include "trainc/compile/optimizations.h"
 
 namespace trainc {
 namespace {
@@ -248,7 +249,7 @@ Values cross_entropy(ImportContext& c, const jit::Node& n) {
   const ValueId targets = c.tensor(arg(n, 1));
   const Reduction reduction = reduction_arg(c, arg(n, 3));
   const int64_t ignore_index = c.int_arg(arg(n, 4));
-  if (const std::optional<LinearLogits> linear = linear_logits(c, logits);
+  if (const std::optional<LinearLogits> linear = optimization_enabled(Optimization::fused_head) ? linear_logits(c, logits) : std::nullopt;
       linear && c.type(logits).rank() == 2 && c.type(targets).dtype == DType::i64 && c.type(targets).rank() == 1) {
     ir::Attributes attrs;
     attrs.scalar = smoothing;

@@ -1,0 +1,64 @@
+#include "trainc/compile/optimizations.h"
+
+#include <cstdlib>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "trainc/common/error.h"
+
+namespace trainc {
+namespace {
+
+const std::vector<std::pair<Optimization, std::string>>& named() {
+  static const std::vector<std::pair<Optimization, std::string>> names = {
+      {Optimization::fused_head, "fused_head"},       {Optimization::dlogits_in_forward, "dlogits_in_forward"},
+      {Optimization::bias_epilogue, "bias_epilogue"}, {Optimization::attention_choice, "attention_choice"},
+      {Optimization::column_sums, "column_sums"},     {Optimization::sum_to_float, "sum_to_float"},
+      {Optimization::rematerialize, "rematerialize"},
+  };
+  return names;
+}
+
+// The names the variable lists (empty entries, as in a trailing comma, skipped).
+std::vector<std::string> disabled_names() {
+  std::vector<std::string> names;
+  const char* value = std::getenv(kDisableOptimizationsVariable);
+  if (value == nullptr) return names;
+  std::stringstream list(value);
+  std::string name;
+  while (std::getline(list, name, ',')) {
+    if (!name.empty()) names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace
+
+std::string optimization_names() {
+  std::string text;
+  for (const auto& [optimization, name] : named()) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+bool optimization_enabled(Optimization optimization) {
+  for (const std::string& name : disabled_names()) {
+    for (const auto& [known, known_name] : named()) {
+      if (known == optimization && known_name == name) return false;
+    }
+  }
+  return true;
+}
+
+void check_disabled_optimizations() {
+  for (const std::string& name : disabled_names()) {
+    bool known = false;
+    for (const auto& entry : named()) known = known || entry.second == name;
+    if (!known) {
+      throw UserError(std::string(kDisableOptimizationsVariable) + "=" + std::getenv(kDisableOptimizationsVariable) + ": unknown optimization '" +
+                      name + "' (expected a comma-separated list of: " + optimization_names() + ")");
+    }
+  }
+}
+
+}  // namespace trainc

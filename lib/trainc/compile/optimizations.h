@@ -1,0 +1,35 @@
+// defines: Optimization, optimization_enabled, check_disabled_optimizations, kDisableOptimizationsVariable
+//
+// Switches that turn one of the compiler's optimizations off, to measure what it contributes (a run
+// with it against a run without, docs/benchmarks.md) or to rule it out when a compiled step
+// misbehaves: TRAINC_DISABLE_OPTIMIZATIONS=bias_epilogue,column_sums. The variable is read when a
+// step is compiled; an unknown name stops the run at start (exit 2). Each switch leaves the step
+// correct: what it turns off is how the work is done, not what is computed.
+#pragma once
+
+#include <string>
+
+namespace trainc {
+
+inline constexpr const char* kDisableOptimizationsVariable = "TRAINC_DISABLE_OPTIMIZATIONS";
+
+enum class Optimization {
+  fused_head,          // import: a linear layer's logits and their cross-entropy as one op (runtime/linear_cross_entropy)
+  dlogits_in_forward,  // planner: the head's logit gradient made in the forward (passes/dlogits_in_forward)
+  bias_epilogue,       // import: a linear layer's bias added inside its GEMM (matmul_bias) instead of by a kernel
+  attention_choice,    // GPU: attention's backend picked once per compiled step and called directly
+  column_sums,         // GPU: bf16 sums over leading dimensions split over rows (runtime/column_sums)
+  sum_to_float,        // inductor: sums of widened bf16 values read the bf16 values (passes/sums_of_widened)
+  rematerialize,       // inductor, GPU: stored pointwise values recomputed by their readers (passes/rematerialize)
+};
+
+// The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.
+std::string optimization_names();
+
+// False when the variable names `optimization`.
+bool optimization_enabled(Optimization optimization);
+
+// UserError (exit 2) naming the variable, the unknown name and the known ones.
+void check_disabled_optimizations();
+
+}  // namespace trainc
