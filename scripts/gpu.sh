@@ -76,7 +76,9 @@ trainc_run() {  # case, run name, extra flags; WORLD=N when the flags start N pr
   step "$case: trainc $name"
   local dir="$OUT/$case-${name// /-}"
   # shellcheck disable=SC2086
-  TRAINC_DISABLE_OPTIMIZATIONS=${DISABLE:-} timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$dir" --logging-first-step \
+  local without=()  # a without-NAME run: that optimization switched off
+  [[ -n ${TRAINC_GPU_RUN_WITHOUT:-} ]] && without=(TRAINC_DISABLE_OPTIMIZATIONS="$TRAINC_GPU_RUN_WITHOUT")
+  env "${without[@]}" timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$dir" --logging-first-step \
     ${TRAINC_FLAGS[$case]} "$@" > "$dir.log" 2>&1
   local rc=$?
   [[ $rc -ne 0 ]] && { echo "trainc $name failed (exit $rc):"; tail -n 15 "$dir.log"; }
@@ -135,7 +137,7 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
       # the same again: the tuning cache holds the first run's choices, nothing is measured
       max-autotune-again) trainc_run "$case" "$run" --torch-compile-mode max-autotune ;;
       without-fused_adamw) trainc_run "$case" "$run" --torch-compile-mode reduce-overhead --optim adamw_torch ;;
-      without-*) DISABLE=${run#without-} trainc_run "$case" "$run" --torch-compile-mode reduce-overhead ;;
+      without-*) TRAINC_GPU_RUN_WITHOUT=${run#without-} trainc_run "$case" "$run" --torch-compile-mode reduce-overhead ;;
       *) trainc_run "$case" "$run" --torch-compile-backend "$run" ;;
     esac
   done

@@ -194,7 +194,8 @@ std::vector<ExecCase> cases() {
          (at::cross_entropy_loss(at::mm(input, weight.t()), x[2], {}, at::Reduction::None, -100, 0.1) * x[3]).sum().backward();
          return at::cat({input.grad().flatten(), weight.grad().flatten()});
        }},
-      {Op::bitcast, {r({4})}, to_f32, [](auto& x) { return x[0].view(torch::kFloat); }},
+      // The bytes of 1.0 and -2.0 as float64 read as float32 (little-endian: the low word first).
+      {Op::bitcast, {torch::tensor({1.0, -2.0}, f64)}, to_f32, [](auto&) { return torch::tensor({0.0f, 1.875f, 0.0f, -2.0f}); }},
       {Op::linear_cross_entropy_and_dlogits, {head_x, head_w, head_targets}, smoothed, [](auto& x) { return packed_head(x[0], x[1], x[2], 0.1); }},
       {Op::linear_cross_entropy_grad_from_dlogits, {packed_head(head_x, head_w, head_targets, 0.1), head_x, head_w, r({6})}, smoothed,
        [head_targets](auto& x) {

@@ -20,20 +20,21 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
   return names;
 }
 
-// The names the variable lists (empty entries, as in a trailing comma, skipped).
-std::vector<std::string> disabled_names() {
+}  // namespace
+
+std::vector<std::string> disabled_optimizations() {
   std::vector<std::string> names;
   const char* value = std::getenv(kDisableOptimizationsVariable);
   if (value == nullptr) return names;
   std::stringstream list(value);
   std::string name;
   while (std::getline(list, name, ',')) {
-    if (!name.empty()) names.push_back(name);
+    const std::size_t first = name.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;  // an empty entry, as after a trailing comma
+    names.push_back(name.substr(first, name.find_last_not_of(" \t") - first + 1));
   }
   return names;
 }
-
-}  // namespace
 
 std::string optimization_names() {
   std::string text;
@@ -42,7 +43,8 @@ std::string optimization_names() {
 }
 
 bool optimization_enabled(Optimization optimization) {
-  for (const std::string& name : disabled_names()) {
+  check_disabled_optimizations();
+  for (const std::string& name : disabled_optimizations()) {
     for (const auto& [known, known_name] : named()) {
       if (known == optimization && known_name == name) return false;
     }
@@ -51,7 +53,7 @@ bool optimization_enabled(Optimization optimization) {
 }
 
 void check_disabled_optimizations() {
-  for (const std::string& name : disabled_names()) {
+  for (const std::string& name : disabled_optimizations()) {
     bool known = false;
     for (const auto& entry : named()) known = known || entry.second == name;
     if (!known) {

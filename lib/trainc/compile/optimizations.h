@@ -1,13 +1,17 @@
-// defines: Optimization, optimization_enabled, check_disabled_optimizations, kDisableOptimizationsVariable
+// defines: Optimization, optimization_enabled, disabled_optimizations, check_disabled_optimizations,
+//          kDisableOptimizationsVariable
 //
 // Switches that turn one of the compiler's optimizations off, to measure what it contributes (a run
 // with it against a run without, docs/benchmarks.md) or to rule it out when a compiled step
-// misbehaves: TRAINC_DISABLE_OPTIMIZATIONS=bias_epilogue,column_sums. The variable is read when a
-// step is compiled; an unknown name stops the run at start (exit 2). Each switch leaves the step
-// correct: what it turns off is how the work is done, not what is computed.
+// misbehaves: TRAINC_DISABLE_OPTIMIZATIONS=bias_epilogue,column_sums (spaces around the names are
+// allowed). The variable is read when a step is compiled and, for the library choices
+// (attention_choice, column_sums), at the compiled step's first run; an unknown name stops the run
+// at start (exit 2). Each switch leaves the step correct: what it turns off is how the work is
+// done, not what is computed (up to rounding).
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace trainc {
 
@@ -26,8 +30,11 @@ enum class Optimization {
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.
 std::string optimization_names();
 
-// False when the variable names `optimization`.
+// False when the variable names `optimization`; UserError (exit 2) when it names an unknown one.
 bool optimization_enabled(Optimization optimization);
+
+// The names the variable lists, known or not.
+std::vector<std::string> disabled_optimizations();
 
 // UserError (exit 2) naming the variable, the unknown name and the known ones.
 void check_disabled_optimizations();

@@ -382,8 +382,10 @@ void Trainer::start_compiler() {
   }
   // cudagraphs records eager autograd; the other backends run compiled programs.
   if (!backend_ || backend_->backend == "eager" || backend_->backend == "cudagraphs") return;
-  if (const char* disabled = std::getenv(kDisableOptimizationsVariable); disabled != nullptr && *disabled != '\0') {
-    reporter_->warn(std::string("compile: running without the optimizations ") + kDisableOptimizationsVariable + " names: " + disabled);
+  if (const std::vector<std::string> disabled = disabled_optimizations(); !disabled.empty()) {
+    std::string names;
+    for (const std::string& name : disabled) names += (names.empty() ? "" : ", ") + name;
+    reporter_->warn(std::string("compile: running without the optimizations ") + kDisableOptimizationsVariable + " names: " + names);
   }
   CompileOptions options;
   options.backend = backend_->backend;

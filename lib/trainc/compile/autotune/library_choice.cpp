@@ -21,7 +21,8 @@ std::string join_ints(at::IntArrayRef ints) {
 // called directly does not always check its inputs itself), BLAS libraries.
 std::vector<std::string> candidate_names(const ir::Node& node, const std::vector<at::Tensor>& inputs, at::Device device) {
   std::vector<std::string> names;
-  if (node.op == ir::Op::attention || node.op == ir::Op::attention_grad) {
+  // A switched-off optimization offers no candidates, so max-autotune cannot choose it either.
+  if ((node.op == ir::Op::attention || node.op == ir::Op::attention_grad) && optimization_enabled(Optimization::attention_choice)) {
     const double scale = ir::attention_scale(node.attrs, inputs[0].size(-1));
     const bool training = node.op == ir::Op::attention_grad;
     for (AttentionBackend backend : attention_backends(device)) {
@@ -31,7 +32,8 @@ std::vector<std::string> candidate_names(const ir::Node& node, const std::vector
     }
   } else if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias) {
     names = blas_libraries(device);
-  } else if ((node.op == ir::Op::sum || node.op == ir::Op::sum_to_float) && column_sums_supported(inputs[0], node.attrs.ints)) {
+  } else if ((node.op == ir::Op::sum || node.op == ir::Op::sum_to_float) && optimization_enabled(Optimization::column_sums) &&
+             column_sums_supported(inputs[0], node.attrs.ints)) {
     names = {"aten", "split_rows"};
   }
   return names;
@@ -82,10 +84,7 @@ std::string choose_library_variant(const ir::Node& node, const std::vector<at::T
   // A bf16 sum over the leading dimensions: split over the rows, which on an H200 took 0.020-0.041 ms
   // where ATen's reduction took 0.033-0.049 ms (GPT-2's gradients of biases); float32 sums stay
   // ATen's, which read them faster (0.022 against 0.029 ms).
-  if (names.size() == 2 && names[1] == "split_rows" && inputs[0].scalar_type() == at::kBFloat16 &&
-      optimization_enabled(Optimization::column_sums)) {
-    return "split_rows";
-  }
+  if (names.size() == 2 && names[1] == "split_rows" && inputs[0].scalar_type() == at::kBFloat16) return "split_rows";
   return "";
 }
 

@@ -140,7 +140,8 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       const TensorType head = extern_type(Op::linear_cross_entropy_and_dlogits, {in[1], in[2], {DType::i64, {in[1].shape[0]}}}, attrs);
       require(in[0] == head, "linear_cross_entropy_grad_from_dlogits takes linear_cross_entropy_and_dlogits's " + head.str() + ", got " +
                                  in[0].str());
-      require(in[3] == TensorType{attrs.dtype, {in[1].shape[0]}}, "linear_cross_entropy_grad_from_dlogits's grad must be the loss's type");
+      const TensorType loss{attrs.dtype, {in[1].shape[0]}};
+      require(in[3] == loss, "linear_cross_entropy_grad_from_dlogits's grad must be the loss's type " + loss.str() + ", got " + in[3].str());
       return extern_type(Op::linear_cross_entropy_grad, {in[1], in[2], {DType::i64, {in[1].shape[0]}}, in[3]}, attrs);
     }
     case Op::linear_cross_entropy_and_dlogits:

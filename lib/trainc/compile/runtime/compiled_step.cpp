@@ -53,7 +53,9 @@ at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad
       grad.add_(grads[k]);
     } else {
       // .grad is the parameter's own from here on: never a view (optimizers detach it in place)
-      // and never sharing storage with another value of the step.
+      // and never sharing storage with a step input or a forward result. (The saved values were
+      // handed to the backward and are released by now: a gradient that is one of them, or a
+      // view of one, keeps that memory alone.)
       const bool owned = grads[k].is_contiguous() && !grads[k].is_view() && !shares_storage(grads[k], tensors) &&
                          !shares_storage(grads[k], forward);
       grad = owned ? grads[k] : grads[k].clone(at::MemoryFormat::Contiguous);

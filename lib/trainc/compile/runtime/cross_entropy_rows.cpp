@@ -244,7 +244,9 @@ void cross_entropy_rows_backward(at::Tensor& logits, const at::Tensor& targets, 
 }
 
 void cross_entropy_rows_loss_and_dlogits(at::Tensor& logits, const at::Tensor& targets, double smoothing, at::Tensor& loss) {
-  TRAINC_CHECK(loss.scalar_type() == at::kFloat && loss.is_contiguous() && loss.numel() == logits.size(0), "cross-entropy losses: a float32 [rows] tensor");
+  TRAINC_CHECK(loss.scalar_type() == at::kFloat && loss.is_contiguous() && loss.numel() == logits.size(0),
+               std::string("cross-entropy losses: expected contiguous float32 [") + std::to_string(logits.size(0)) + "], got " +
+                   c10::toString(loss.scalar_type()) + " " + c10::str(loss.sizes()) + (loss.is_contiguous() ? "" : " (not contiguous)"));
   if (logits.size(0) == 0) return;
   const at::Tensor contiguous_targets = targets.contiguous();
   void* data = logits.data_ptr();

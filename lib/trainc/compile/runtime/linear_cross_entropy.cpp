@@ -31,7 +31,8 @@ ir::LinearCrossEntropyLayout layout_of(const at::Tensor& x, const at::Tensor& we
   ir::LinearCrossEntropyLayout layout;
   TRAINC_CHECK(ir::linear_cross_entropy_layout(x.size(0), weight.size(0), static_cast<int64_t>(x.element_size()),
                                                static_cast<int64_t>(c10::elementSize(loss_dtype)), layout),
-               "linear_cross_entropy_and_dlogits: the losses do not fill whole elements of x's dtype");
+               "linear_cross_entropy_and_dlogits: " + std::to_string(x.size(0)) + " losses of " + c10::toString(loss_dtype) +
+                   " do not fill whole elements of " + c10::toString(x.scalar_type()));
   return layout;
 }
 
@@ -129,8 +130,8 @@ at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, cons
   const at::Tensor row_scale = grad.unsqueeze(1);
   at::Tensor result = at::empty({rows * width + vocabulary * width}, x.options());
   at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});
-  // Each row of D @ weight scaled once by its grad (the product in float32, rounded once); the
-  // padding columns of D meet the padding's zero rows.
+  // Each row of D @ weight, rounded to x's dtype by the GEMM, then scaled by its grad and rounded
+  // again; the padding columns of D meet the padding's zero rows.
   at::mm_out(x_grad, dlogits, padded_to(weight, layout.padded_vocabulary));
   x_grad.mul_(row_scale);
   const at::Tensor scaled_x = (x * row_scale).to(x.scalar_type());

@@ -9,7 +9,8 @@
 // (float32) for the log-sum-exp, about 512 MB at a time, instead of a float32 copy of all of them.
 // On a GPU, the vocabulary is padded with zero rows of the weight to a multiple of 64, so every
 // GEMM has aligned leading dimensions (50,257 columns of bf16 send cuBLAS to kernels for
-// unaligned data, several times slower); the padding columns are never part of a softmax.
+// unaligned data, several times slower); the padding columns are never part of a softmax. The
+// dlogits pair below pads on every device: its buffer's layout is fixed in the IR.
 // Label smoothing s: loss = lse - (1 - s) * z[target] - (s / V) * sum(z). A target outside
 // [0, V) (ignore_index) gives a finite, meaningless loss: the caller masks such rows, and their
 // gradient arrives as 0.
