@@ -5,7 +5,6 @@
 #include <set>
 
 #include "trainc/compile/autodiff/autodiff.h"
-#include "trainc/compile/partition/partition.h"
 #include "trainc/compile/ir/graph.h"
 #include "trainc/compile/passes/cse.h"
 #include "trainc/compile/passes/dce.h"
@@ -253,29 +252,4 @@ TEST_CASE("max pooling's backward scatters to the positions its forward found, w
   }
   CHECK(pools == 1);
   CHECK(grads == 1);
-}
-
-// y = tanh(x) feeds a GEMM; the weight's gradient is y^T @ grad, a GEMM of the backward reading y.
-// With save_operands the forward saves y and the backward computes no tanh; without, y is
-// recomputed in the backward from x.
-TEST_CASE("the partition saves a pointwise value a backward GEMM reads, or recomputes it when told", "[unit][ir][autodiff]") {
-  Graph forward;
-  const ValueId x = forward.add_input("x", f32({4, 3}));
-  const ValueId w = forward.add_input("w", f32({3, 5}));
-  const ValueId y = forward.add(Op::tanh, {x});
-  const ValueId z = forward.add(Op::matmul, {y, w});
-  forward.mark_output(forward.add(Op::sum, {z}, ints({0, 1})));
-  const JointGraph joint = differentiate(forward, {false, true});
-  const auto count = [](const Graph& graph, Op op) {
-    int n = 0;
-    for (const Node& node : graph.nodes()) n += node.op == op;
-    return n;
-  };
-  const trainc::StepPrograms saving = trainc::partition(joint, true);
-  CHECK(count(saving.backward, Op::tanh) == 0);
-  CHECK(saving.saved == 1);
-  CHECK(saving.forward.type(saving.forward.outputs().back()) == f32({4, 3}));
-  const trainc::StepPrograms recomputing = trainc::partition(joint, false);
-  CHECK(count(recomputing.backward, Op::tanh) == 1);
-  CHECK(recomputing.saved == 0);
 }

@@ -28,7 +28,7 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   for (const StepInput& input : plan.captured.inputs) requires_grad.push_back(input.requires_grad);
   plan.joint = differentiate(plan.imported.graph, requires_grad);
   if (optimization_enabled(Optimization::dlogits_in_forward)) plan.joint.graph = ir::dlogits_in_forward(plan.joint.graph);
-  plan.programs = partition(plan.joint, optimization_enabled(Optimization::saved_operands));
+  plan.programs = partition(plan.joint);
   return plan;
 }
 

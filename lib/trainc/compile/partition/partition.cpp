@@ -30,7 +30,7 @@ enum class Source { none, step_input, saved, recomputed };
 
 }  // namespace
 
-StepPrograms partition(const JointGraph& joint, bool save_operands) {
+StepPrograms partition(const JointGraph& joint) {
   const Graph& g = joint.graph;
   const auto n = static_cast<std::size_t>(g.size());
   // The seed is the last input; everything depending on it is backward.
@@ -66,22 +66,6 @@ StepPrograms partition(const JointGraph& joint, bool save_operands) {
       s = Source::saved;
     }
   };
-  // A pointwise value that a library call of the backward reads (through views) is saved: the
-  // forward made it in memory for its own library call, and recomputing it would take a kernel
-  // pass of its own over it (a layer norm's or GELU's output, a weight cast to bf16: the operands
-  // of the weights' gradient GEMMs). Values only kernels read are still recomputed inside them.
-  if (save_operands) {
-    for (ValueId id = 0; id < g.size(); ++id) {
-      if (!backward[static_cast<std::size_t>(id)] || id == seed || ir::op_kind(g.node(id).op) != OpKind::kExtern) continue;
-      for (ValueId input : g.node(id).inputs) {
-        ValueId base = input;
-        while (ir::op_kind(g.node(base).op) == OpKind::kView) base = g.node(base).inputs[0];
-        const OpKind kind = ir::op_kind(g.node(base).op);
-        const bool pointwise = kind == OpKind::kUnary || kind == OpKind::kBinary || kind == OpKind::kTernary;
-        if (!backward[static_cast<std::size_t>(base)] && pointwise) source[static_cast<std::size_t>(base)] = Source::saved;
-      }
-    }
-  }
   for (ValueId id = 0; id < g.size(); ++id) {
     if (!backward[static_cast<std::size_t>(id)] || id == seed) continue;
     for (ValueId input : g.node(id).inputs) {

@@ -4,9 +4,7 @@
 // program (loss, buffer updates, and the tensors the backward needs) and the backward program
 // (the gradients). What crosses between them is chosen here: results of extern ops, reductions and
 // random draws are saved; cheap pointwise values and views are recomputed in the backward from
-// what is saved, which keeps fewer large tensors alive between the two programs, except (with
-// `save_operands`) the pointwise values a library call of the backward reads, which a recompute
-// would have to write to memory again.
+// what is saved, which keeps fewer large tensors alive between the two programs.
 #pragma once
 
 #include <vector>
@@ -27,6 +25,6 @@ struct StepPrograms {
   int recomputed = 0;  // forward nodes the backward recomputes
 };
 
-StepPrograms partition(const JointGraph& joint, bool save_operands = true);
+StepPrograms partition(const JointGraph& joint);
 
 }  // namespace trainc
