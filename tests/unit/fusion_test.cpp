@@ -317,6 +317,33 @@ TEST_CASE("the transpose of a product is made as the product of the transposes",
   CHECK(transpose_products(shared).node(transpose_products(shared).outputs()[0]).op == Op::permute);
 }
 
+TEST_CASE("a cast between a product and its transpose moves past the transpose", "[unit][fusion]") {
+  //   permute(cast(matmul(x^T, g), f32), {1, 0})   ->   cast(matmul(permute(g), permute(x^T)), f32)
+  // (autocast's weight gradient: a bf16 product, cast to float32, transposed)
+  const auto bf16 = [](std::vector<int64_t> shape) { return TensorType{DType::bf16, std::move(shape)}; };
+  Graph g;
+  const ValueId x = g.add_input("x", bf16({8, 3}));
+  const ValueId grad = g.add_input("g", bf16({8, 5}));
+  const ValueId product = g.add(Op::matmul, {g.add(Op::permute, {x}, ints({1, 0})), grad});
+  Attributes to_f32;
+  to_f32.dtype = DType::f32;
+  const ValueId widened = g.add(Op::cast, {product}, to_f32);
+  g.mark_output(g.add(Op::permute, {widened}, ints({1, 0})));
+  const Graph rewritten = transpose_products(g);
+  verify(rewritten);
+  const Node& result = rewritten.node(rewritten.outputs()[0]);
+  CHECK(result.op == Op::cast);
+  CHECK(result.type == f32({5, 3}));
+  const Node& made = rewritten.node(result.inputs[0]);
+  CHECK(made.op == Op::matmul);
+  CHECK(made.type == bf16({5, 3}));
+  CHECK(rewritten.node(made.inputs[0]).inputs[0] == 1);  // g
+  // A cast something else reads too is left alone.
+  Graph shared = g;
+  shared.mark_output(widened);
+  CHECK(transpose_products(shared).node(transpose_products(shared).outputs()[0]).op == Op::permute);
+}
+
 TEST_CASE("a leading-axis sum of a bf16 value cast to float32 sums the bf16 value itself", "[unit][fusion]") {
   Graph g;
   const ValueId x = g.add_input("x", {DType::bf16, {6, 8}});

@@ -20,13 +20,18 @@ Graph transpose_products(const Graph& graph) {
   for (ValueId id = 0; id < graph.size(); ++id) {
     const Node& node = graph.node(id);
     if (node.op == Op::permute && node.attrs.ints == swap.ints) {
-      const Node& product = graph.node(node.inputs[0]);
-      if (product.op == Op::matmul && uses[static_cast<std::size_t>(node.inputs[0])] == 1 && graph.type(product.inputs[0]).rank() == 2 &&
+      // The product, and the cast between it and the transpose if there is one.
+      const ValueId read = node.inputs[0];
+      const bool through_cast = graph.node(read).op == Op::cast && uses[static_cast<std::size_t>(read)] == 1;
+      const ValueId product_id = through_cast ? graph.node(read).inputs[0] : read;
+      const Node& product = graph.node(product_id);
+      if (product.op == Op::matmul && uses[static_cast<std::size_t>(product_id)] == 1 && graph.type(product.inputs[0]).rank() == 2 &&
           graph.type(product.inputs[1]).rank() == 2) {
         const ValueId a = new_id[static_cast<std::size_t>(product.inputs[0])];
         const ValueId b = new_id[static_cast<std::size_t>(product.inputs[1])];
-        new_id[static_cast<std::size_t>(id)] =
-            result.add(Op::matmul, {result.add(Op::permute, {b}, swap), result.add(Op::permute, {a}, swap)});
+        ValueId transposed = result.add(Op::matmul, {result.add(Op::permute, {b}, swap), result.add(Op::permute, {a}, swap)});
+        if (through_cast) transposed = result.add(Op::cast, {transposed}, graph.node(read).attrs);
+        new_id[static_cast<std::size_t>(id)] = transposed;
         continue;
       }
     }
