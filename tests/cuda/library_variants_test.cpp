@@ -78,6 +78,46 @@ TEST_CASE("every fused attention backend computes the attention and its gradient
   CHECK(ran >= 2);
 }
 
+// attention_and_lse and attention_grad_from_lse (the forward keeps its output and log-sum-exp, the
+// backward runs no forward) against the math formula in float64, with ATen's pick (cuDNN on an
+// H200) and with cuDNN switched off (flash): within 2e-2 of the largest element, as above.
+TEST_CASE("attention with a kept log-sum-exp: its backward without the forward matches the formula", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  const Qkv in = gpt_layout(2, 4, 256, 64);
+  const auto f64 = [](const at::Tensor& t) { return t.to(torch::kDouble); };
+  const double scale = 1.0 / 8.0;  // the default for heads of 64
+  const at::Tensor expected = attention_with(AttentionBackend::math, f64(in.q), f64(in.k), f64(in.v), scale, true);
+  const auto expected_grads = attention_grads_with(AttentionBackend::math, f64(in.q), f64(in.k), f64(in.v), f64(in.grad_out), scale, true);
+  at::Context& context = at::globalContext();
+  const bool cudnn_enabled = context.userEnabledCuDNNSDP();
+  std::vector<AttentionBackend> kept;
+  for (const bool cudnn : {true, false}) {
+    context.setSDPUseCuDNN(cudnn && cudnn_enabled);
+    const AttentionBackend backend = lse_attention_backend(in.q, in.k, in.v, scale, true);
+    INFO("cuDNN " << (cudnn ? "on" : "off") << ": backend " << attention_backend_name(backend));
+    kept.push_back(backend);
+    ir::Node forward;
+    forward.op = ir::Op::attention_and_lse;
+    forward.attrs.causal = true;
+    const at::Tensor packed = ir::execute_node(forward, {in.q, in.k, in.v}, torch::kCUDA);
+    const int64_t b = 2, h = 4, t = 256, d = 64;
+    const at::Tensor out = packed.narrow(0, 0, b * t * h * d).view({b, t, h, d}).permute({0, 2, 1, 3});
+    CHECK(relative_error(out, expected) < 2e-2);
+    ir::Node backward = forward;
+    backward.op = ir::Op::attention_grad_from_lse;
+    const at::Tensor grads = ir::execute_node(backward, {in.q, in.k, in.v, packed, in.grad_out}, torch::kCUDA);
+    for (int64_t i = 0; i < 3; ++i) {
+      INFO("gradient " << "qkv"[i]);
+      CHECK(relative_error(grads.select(0, i), expected_grads[static_cast<std::size_t>(i)]) < 2e-2);
+    }
+  }
+  context.setSDPUseCuDNN(cudnn_enabled);
+  std::cout << "attention keeps its log-sum-exp with " << attention_backend_name(kept[0]) << ", and with cuDNN off "
+            << attention_backend_name(kept[1]) << std::endl;
+  CHECK(kept[0] != AttentionBackend::math);  // the path under test ran, not the recomputing fallback
+  CHECK(kept[1] != AttentionBackend::math);
+}
+
 // Called directly, cuDNN's kernel ran float32 inputs it does not support and returned garbage,
 // which max-autotune then measured as the fastest: a step of NaNs. ATen's rules refuse it.
 TEST_CASE("a backend is offered only the inputs ATen's rules let it run", "[cuda][autotune]") {

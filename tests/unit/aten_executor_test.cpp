@@ -13,6 +13,7 @@
 #include "trainc/compat/library_variants.h"
 #include "trainc/compile/autodiff/autodiff.h"
 #include "trainc/compile/autotune/library_choice.h"
+#include "trainc/compile/passes/attention_lse_in_forward.h"
 #include "trainc/compile/passes/dlogits_in_forward.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/linear_cross_entropy.h"
@@ -32,6 +33,13 @@ Attributes with_ints(std::vector<int64_t> ints) {
   Attributes attrs;
   attrs.ints = std::move(ints);
   return attrs;
+}
+
+// Causal attention by the textbook formula, head size 3.
+at::Tensor causal_attention_reference(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(3.0);
+  scores = scores.masked_fill(torch::ones({q.size(2), k.size(2)}, torch::kBool).triu(1), -INFINITY);
+  return torch::matmul(torch::softmax(scores, -1), v);
 }
 
 // linear_cross_entropy_and_dlogits's buffer from ATen's losses and softmax (float64 x and losses:
@@ -195,6 +203,19 @@ std::vector<ExecCase> cases() {
          return at::cat({input.grad().flatten(), weight.grad().flatten()});
        }},
       // The bytes of 1.0 and -2.0 as float64 read as float32 (little-endian: the low word first).
+      // On the CPU no kernel keeps a log-sum-exp: the output as [B, T, H, E], then zeros (4
+      // float64 elements for 8 float32 values).
+      {Op::attention_and_lse, {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 5})}, causal, [](auto& x) {
+         return torch::cat({causal_attention_reference(x[0], x[1], x[2]).permute({0, 2, 1, 3}).flatten(), torch::zeros({4}, torch::kDouble)});
+       }},
+      {Op::attention_grad_from_lse,
+       {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), torch::zeros({1 * 4 * 2 * 3 + 4}, torch::kDouble), r({1, 2, 4, 3})}, causal,
+       [](auto& x) {
+         std::vector<torch::Tensor> qkv = {x[0].clone().requires_grad_(true), x[1].clone().requires_grad_(true),
+                                           x[2].clone().requires_grad_(true)};
+         causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(x[4]);
+         return torch::stack({qkv[0].grad(), qkv[1].grad(), qkv[2].grad()});
+       }},
       {Op::bitcast, {torch::tensor({1.0, -2.0}, f64)}, to_f32, [](auto&) { return torch::tensor({0.0f, 1.875f, 0.0f, -2.0f}); }},
       {Op::linear_cross_entropy_and_dlogits, {head_x, head_w, head_targets}, smoothed, [](auto& x) { return packed_head(x[0], x[1], x[2], 0.1); }},
       {Op::linear_cross_entropy_grad_from_dlogits, {packed_head(head_x, head_w, head_targets, 0.1), head_x, head_w, r({6})}, smoothed,
@@ -320,6 +341,39 @@ TEST_CASE("dlogits_in_forward keeps a head's loss and gradients and drops its re
   }
   // Without a gradient for the head, nothing changes.
   CHECK(to_text(dlogits_in_forward(forward)) == to_text(forward));
+}
+
+// A joint graph with a differentiated attention: after attention_lse_in_forward the forward
+// returns one buffer, the output is a view of it, and the backward reads it (on the CPU no kernel
+// keeps a log-sum-exp, so the backward runs the forward again); the graph computes the same.
+TEST_CASE("attention_lse_in_forward keeps an attention's loss and gradients", "[unit][ir][aten][passes]") {
+  Graph forward;
+  const TensorType qkv_type{DType::f64, {2, 3, 5, 4}};
+  const ValueId q = forward.add_input("q", qkv_type), k = forward.add_input("k", qkv_type), v = forward.add_input("v", qkv_type);
+  Attributes causal;
+  causal.causal = true;
+  Attributes all;
+  all.ints = {0, 1, 2, 3};
+  const ValueId out = forward.add(Op::attention, {q, k, v}, causal);
+  forward.mark_output(forward.add(Op::sum, {forward.add(Op::mul, {out, out})}, all));
+  const trainc::JointGraph joint = trainc::differentiate(forward, {true, true, true});
+  const Graph rewritten = attention_lse_in_forward(joint.graph);
+  std::map<Op, int> ops;
+  for (const Node& node : rewritten.nodes()) ++ops[node.op];
+  CHECK(ops[Op::attention] == 0);
+  CHECK(ops[Op::attention_grad] == 0);
+  CHECK(ops[Op::attention_and_lse] == 1);
+  CHECK(ops[Op::attention_grad_from_lse] == 1);
+
+  const std::vector<at::Tensor> inputs = {torch::randn({2, 3, 5, 4}, torch::kDouble), torch::randn({2, 3, 5, 4}, torch::kDouble),
+                                          torch::randn({2, 3, 5, 4}, torch::kDouble), torch::full({}, 1.0, torch::kDouble)};
+  const std::vector<at::Tensor> expected = execute_with_aten(joint.graph, inputs);
+  const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("output " << i);
+    CHECK(torch::allclose(got[i], expected[i], 1e-10, 1e-12));
+  }
 }
 
 TEST_CASE("a concatenation of adjacent views is a view of their buffer; attention's gradients lie side by side", "[unit][ir][aten]") {

@@ -180,6 +180,57 @@ std::array<at::Tensor, 3> attention_grads_with(AttentionBackend backend, const a
   not_in_this_build(backend);
 }
 
+AttentionBackend lse_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal) {
+  if (!q.is_cuda()) return AttentionBackend::math;
+  const AttentionBackend backend = aten_attention_backend(q, k, v, scale, causal, /*training=*/true);
+  const bool time_major = q.stride(2) > q.stride(1) && q.stride(1) > q.stride(3);  // [B, T, H, D] in memory
+  if (backend == AttentionBackend::flash || (backend == AttentionBackend::cudnn && time_major)) return backend;
+  return AttentionBackend::math;
+}
+
+std::pair<at::Tensor, at::Tensor> attention_with_lse(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                     double scale, bool causal) {
+#if TRAINC_ATTENTION_VARIANTS
+  const std::vector<int64_t> rows = {q.size(0), q.size(1), q.size(2)};
+  if (backend == AttentionBackend::flash) {
+    auto result = at::_scaled_dot_product_flash_attention(q, k, v, 0.0, causal, /*return_debug_mask=*/false, scale);
+    return {std::get<0>(result), std::get<1>(result).reshape(rows)};
+  }
+  if (backend == AttentionBackend::cudnn) {
+    auto result = at::_scaled_dot_product_cudnn_attention(q, k, v, std::nullopt, /*compute_log_sumexp=*/true, 0.0, causal,
+                                                          /*return_debug_mask=*/false, scale);
+    return {std::get<0>(result), std::get<1>(result).reshape(rows)};
+  }
+#endif
+  (void)q, (void)k, (void)v, (void)scale, (void)causal;
+  throw std::runtime_error(std::string("attention with a kept log-sum-exp runs flash or cuDNN, not ") + attention_backend_name(backend));
+}
+
+std::array<at::Tensor, 3> attention_grads_from_lse(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                   const at::Tensor& out, const at::Tensor& lse, const at::Tensor& grad_out, double scale,
+                                                   bool causal) {
+#if TRAINC_ATTENTION_VARIANTS
+  const at::Tensor grad = grad_out.stride(-1) == 1 ? grad_out : grad_out.contiguous();
+  // Without dropout the kernels read no random state: placeholders of the type they take.
+  if (backend == AttentionBackend::flash) {
+    const at::Tensor seed = at::empty({}, at::kLong), offset = at::empty({}, at::kLong);
+    const auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_backward(grad, q, k, v, out, lse, at::Tensor(), at::Tensor(), q.size(2),
+                                                                              k.size(2), 0.0, causal, seed, offset, scale);
+    return {dq, dk, dv};
+  }
+  if (backend == AttentionBackend::cudnn) {
+    const at::Tensor seed = at::empty({1}, q.options().dtype(at::kLong)), offset = at::empty({1}, q.options().dtype(at::kLong));
+    // cuDNN's statistics are [B, H, T, 1].
+    const auto [dq, dk, dv] = at::_scaled_dot_product_cudnn_attention_backward(grad, q, k, v, out, lse.unsqueeze(-1), seed, offset,
+                                                                              /*attn_bias=*/at::Tensor(), at::Tensor(), at::Tensor(), q.size(2),
+                                                                              k.size(2), 0.0, causal, scale);
+    return {dq, dk, dv};
+  }
+#endif
+  (void)q, (void)k, (void)v, (void)out, (void)lse, (void)grad_out, (void)scale, (void)causal;
+  throw std::runtime_error(std::string("attention with a kept log-sum-exp runs flash or cuDNN, not ") + attention_backend_name(backend));
+}
+
 std::vector<std::string> blas_libraries(c10::Device device) {
 #if TRAINC_BLAS_VARIANTS
   if (device.is_cuda()) return {"cublas", "cublaslt"};

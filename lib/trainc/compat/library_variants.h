@@ -1,5 +1,6 @@
 // defines: AttentionBackend, attention_backend_name, attention_backend_named, aten_attention_backend,
-//          attention_backend_accepts, attention_with, attention_grads_with, BlasLibraryScope, blas_libraries
+//          attention_backend_accepts, attention_with, attention_grads_with, lse_attention_backend,
+//          attention_with_lse, attention_grads_from_lse, BlasLibraryScope, blas_libraries
 //
 // The implementations LibTorch offers for one library call, each callable by name, so that the
 // compiler can pick one at compile time or measure them (max-autotune):
@@ -15,6 +16,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trainc {
@@ -48,6 +50,23 @@ at::Tensor attention_with(AttentionBackend backend, const at::Tensor& q, const a
 // saves what its backward reads) followed by its backward.
 std::array<at::Tensor, 3> attention_grads_with(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                const at::Tensor& grad_out, double scale, bool causal);
+
+// For a training step that keeps the forward's log-sum-exp for the backward: the backend both use
+// for these inputs. ATen's own pick for training when it is flash, or cuDNN when q is laid out as
+// [B, T, H, D] (cuDNN's backward wants the output in q's layout, and the kept output has that one);
+// math otherwise, which keeps nothing: the backward then runs the forward again. It depends only on
+// the inputs' shapes, layouts and dtypes and the SDP switches, so a forward and its backward, given
+// q, k and v laid out alike, agree without telling each other.
+AttentionBackend lse_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal);
+
+// That backend's forward: the output and each row's float32 log-sum-exp, [B, H, T] contiguous.
+std::pair<at::Tensor, at::Tensor> attention_with_lse(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                     double scale, bool causal);
+
+// Its backward from a kept output and log-sum-exp [B, H, T], without running the forward again.
+std::array<at::Tensor, 3> attention_grads_from_lse(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                   const at::Tensor& out, const at::Tensor& lse, const at::Tensor& grad_out, double scale,
+                                                   bool causal);
 
 // The BLAS libraries ATen can run a CUDA matrix product with in this build (empty on the CPU and
 // with LibTorch 1.13, where there is one).

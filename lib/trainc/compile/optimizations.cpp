@@ -15,7 +15,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::fused_head, "fused_head"},       {Optimization::dlogits_in_forward, "dlogits_in_forward"},
       {Optimization::bias_epilogue, "bias_epilogue"}, {Optimization::attention_choice, "attention_choice"},
       {Optimization::column_sums, "column_sums"},     {Optimization::sum_to_float, "sum_to_float"},
-      {Optimization::rematerialize, "rematerialize"},
+      {Optimization::rematerialize, "rematerialize"},   {Optimization::attention_lse, "attention_lse"},
   };
   return names;
 }

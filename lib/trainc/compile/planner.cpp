@@ -11,6 +11,7 @@
 #include "trainc/compat/device_timing.h"
 #include "trainc/compile/backends/inductor.h"
 #include "trainc/compile/optimizations.h"
+#include "trainc/compile/passes/attention_lse_in_forward.h"
 #include "trainc/compile/passes/dlogits_in_forward.h"
 #include "trainc/compile/runtime/guards.h"
 #include "trainc/models/model.h"
@@ -28,6 +29,7 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   for (const StepInput& input : plan.captured.inputs) requires_grad.push_back(input.requires_grad);
   plan.joint = differentiate(plan.imported.graph, requires_grad);
   if (optimization_enabled(Optimization::dlogits_in_forward)) plan.joint.graph = ir::dlogits_in_forward(plan.joint.graph);
+  if (inputs.is_cuda() && optimization_enabled(Optimization::attention_lse)) plan.joint.graph = ir::attention_lse_in_forward(plan.joint.graph);
   plan.programs = partition(plan.joint);
   return plan;
 }

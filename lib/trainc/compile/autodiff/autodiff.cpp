@@ -318,6 +318,8 @@ bool has_gradient_rule(Op op) {
     case Op::bitcast:
     case Op::linear_cross_entropy_and_dlogits:
     case Op::linear_cross_entropy_grad_from_dlogits:
+    case Op::attention_and_lse:
+    case Op::attention_grad_from_lse:
       return false;
     default:
       return true;

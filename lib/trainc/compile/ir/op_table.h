@@ -77,7 +77,9 @@ enum class OpKind : uint8_t {
   X(sum_to_float, kExtern, 1)     \
   X(bitcast, kExtern, 1)          \
   X(linear_cross_entropy_and_dlogits, kExtern, 3) \
-  X(linear_cross_entropy_grad_from_dlogits, kExtern, 4)
+  X(linear_cross_entropy_grad_from_dlogits, kExtern, 4) \
+  X(attention_and_lse, kExtern, 3) \
+  X(attention_grad_from_lse, kExtern, 5)
 // clang-format on
 
 enum class Op : uint8_t {

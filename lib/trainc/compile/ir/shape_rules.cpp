@@ -31,6 +31,9 @@
 //                gradients of x and of the weight, flattened one after the other
 //   sum_to_float  x bf16 or f16, attrs.ints axes and keepdim as a reduction's -> f32: the sum of
 //                x accumulated and returned in float32, as sum(cast(x, f32)) without the cast
+//   attention_and_lse  (q, k, v) as attention -> q's dtype [layout.total]: the output and each row's
+//                log-sum-exp, laid out as attention_lse_layout says (graph.h)
+//   attention_grad_from_lse  (q, k, v, that buffer, grad of the output) -> as attention_grad
 //   bitcast      x [n] -> attrs.dtype [n * bytes(x) / bytes(attrs.dtype)]: the same bytes read as
 //                another dtype (a view)
 //   linear_cross_entropy_and_dlogits  (x, weight, targets) as linear_cross_entropy -> x's dtype
@@ -128,6 +131,18 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       TensorType out = q;
       out.shape.insert(out.shape.begin(), 3);
       return out;
+    }
+    case Op::attention_and_lse: {
+      const TensorType out = extern_type(Op::attention, in, attrs);
+      AttentionLseLayout layout;
+      require(attention_lse_layout(in[0].shape, out.shape[3], dtype_bytes(in[0].dtype), layout),
+              "attention_and_lse: float32 log-sum-exps of " + in[0].str() + " do not fill whole elements of " + dtype_name(in[0].dtype));
+      return {in[0].dtype, {layout.total}};
+    }
+    case Op::attention_grad_from_lse: {
+      const TensorType packed = extern_type(Op::attention_and_lse, {in[0], in[1], in[2]}, attrs);
+      require(in[3] == packed, "attention_grad_from_lse takes attention_and_lse's " + packed.str() + ", got " + in[3].str());
+      return extern_type(Op::attention_grad, {in[0], in[1], in[2], in[4]}, attrs);
     }
     case Op::bitcast: {
       require(in[0].rank() == 1, "bitcast takes a flat tensor, got " + in[0].str());

@@ -52,6 +52,52 @@ at::Tensor attention_grad(const Inputs& in, const Attributes& attrs) {
   return stack_attention_grads({grads[0], grads[1], grads[2]});
 }
 
+// attention_and_lse's buffer (ir::attention_lse_layout): the output's part as [B, H, T, E] over
+// [B, T, H, E] memory, and the log-sum-exp's part as float32 [B, H, T].
+struct AttentionLseParts {
+  at::Tensor output, lse;
+};
+
+AttentionLseParts attention_lse_parts(const at::Tensor& packed, const at::Tensor& q, const at::Tensor& v) {
+  const int64_t batch = q.size(0), heads = q.size(1), time = q.size(2), width = v.size(3);
+  AttentionLseLayout layout;
+  TRAINC_CHECK(attention_lse_layout(q.sizes().vec(), width, static_cast<int64_t>(q.element_size()), layout),
+               "attention_and_lse: no layout for q " + c10::str(q.sizes()) + " of " + c10::toString(q.scalar_type()));
+  return {packed.narrow(0, 0, layout.output_elements).view({batch, time, heads, width}).permute({0, 2, 1, 3}),
+          packed.narrow(0, layout.lse_offset, layout.lse_elements).view(at::kFloat).view({batch, heads, time})};
+}
+
+// The forward of a training step, keeping what a fused backward reads; with no backend that keeps
+// it (lse_attention_backend says math), the output alone (the backward then runs the forward again).
+at::Tensor attention_and_lse(const Inputs& in, const Attributes& attrs) {
+  const at::Tensor &q = in[0], &k = in[1], &v = in[2];
+  const double scale = attention_scale(attrs, q.size(-1));
+  AttentionLseLayout layout;
+  TRAINC_CHECK(attention_lse_layout(q.sizes().vec(), v.size(3), static_cast<int64_t>(q.element_size()), layout), "attention_and_lse: no layout");
+  at::Tensor packed = at::empty({layout.total}, q.options());
+  packed.narrow(0, layout.output_elements, layout.lse_offset - layout.output_elements).zero_();  // no byte left unset
+  AttentionLseParts parts = attention_lse_parts(packed, q, v);
+  const AttentionBackend backend = lse_attention_backend(q, k, v, scale, attrs.causal);
+  if (backend == AttentionBackend::math) {
+    parts.output.copy_(attention(in, attrs));
+    parts.lse.zero_();
+    return packed;
+  }
+  const auto [out, lse] = attention_with_lse(backend, q, k, v, scale, attrs.causal);
+  parts.output.copy_(out);
+  parts.lse.copy_(lse);
+  return packed;
+}
+
+at::Tensor attention_grad_from_lse(const Inputs& in, const Attributes& attrs) {
+  const at::Tensor &q = in[0], &k = in[1], &v = in[2];
+  const double scale = attention_scale(attrs, q.size(-1));
+  const AttentionBackend backend = lse_attention_backend(q, k, v, scale, attrs.causal);
+  if (backend == AttentionBackend::math) return attention_grad({q, k, v, in[4]}, attrs);
+  const AttentionLseParts parts = attention_lse_parts(in[3], q, v);
+  return stack_attention_grads(attention_grads_from_lse(backend, q, k, v, parts.output, parts.lse, in[4], scale, attrs.causal));
+}
+
 // Concatenating views that already lie side by side in one buffer, in order, gives a view of that
 // buffer; otherwise the inputs are copied together. The view shares its inputs' memory, as the
 // executors' views do: programs never write into a value they did not make.
@@ -161,6 +207,8 @@ at::Tensor run_sum_to_float(const Inputs& in, const Attributes& a, at::Device de
 at::Tensor run_linear_cross_entropy_grad(const Inputs& in, const Attributes& a, at::Device device) {
   return linear_cross_entropy_grad(in[0], in[1], in[2], in[3], a.scalar);
 }
+at::Tensor run_attention_and_lse(const Inputs& in, const Attributes& a, at::Device device) { return attention_and_lse(in, a); }
+at::Tensor run_attention_grad_from_lse(const Inputs& in, const Attributes& a, at::Device device) { return attention_grad_from_lse(in, a); }
 at::Tensor run_bitcast(const Inputs& in, const Attributes& a, at::Device device) { return in[0].contiguous().view(to_scalar_type(a.dtype)); }
 at::Tensor run_linear_cross_entropy_and_dlogits(const Inputs& in, const Attributes& a, at::Device device) {
   return linear_cross_entropy_and_dlogits(in[0], in[1], in[2], a.scalar, to_scalar_type(a.dtype));
