@@ -80,19 +80,27 @@ TEST_CASE("every fused attention backend computes the attention and its gradient
 
 // attention_and_lse and attention_grad_from_lse (the forward keeps its output and log-sum-exp, the
 // backward runs no forward) against the math formula in float64, with ATen's pick (cuDNN on an
-// H200) and with cuDNN switched off (flash): within 2e-2 of the largest element, as above.
+// H200) and with cuDNN switched off (flash): within 2e-2 of the largest element, as above. Asked
+// with grad mode off, as a compiled step's programs run. The backward must read the kept
+// log-sum-exp: raised by 1, it gives other gradients.
 TEST_CASE("attention with a kept log-sum-exp: its backward without the forward matches the formula", "[cuda][autotune]") {
   REQUIRE(torch::cuda::is_available());
+  c10::NoGradGuard no_grad;
   const Qkv in = gpt_layout(2, 4, 256, 64);
   const auto f64 = [](const at::Tensor& t) { return t.to(torch::kDouble); };
   const double scale = 1.0 / 8.0;  // the default for heads of 64
   const at::Tensor expected = attention_with(AttentionBackend::math, f64(in.q), f64(in.k), f64(in.v), scale, true);
   const auto expected_grads = attention_grads_with(AttentionBackend::math, f64(in.q), f64(in.k), f64(in.v), f64(in.grad_out), scale, true);
   at::Context& context = at::globalContext();
-  const bool cudnn_enabled = context.userEnabledCuDNNSDP();
+  struct RestoreCuDNN {
+    at::Context& context;
+    bool enabled;
+    ~RestoreCuDNN() { context.setSDPUseCuDNN(enabled); }
+  } restore{context, context.userEnabledCuDNNSDP()};
+  const int64_t b = 2, h = 4, t = 256, d = 64;
   std::vector<AttentionBackend> kept;
   for (const bool cudnn : {true, false}) {
-    context.setSDPUseCuDNN(cudnn && cudnn_enabled);
+    context.setSDPUseCuDNN(cudnn && restore.enabled);
     const AttentionBackend backend = lse_attention_backend(in.q, in.k, in.v, scale, true);
     INFO("cuDNN " << (cudnn ? "on" : "off") << ": backend " << attention_backend_name(backend));
     kept.push_back(backend);
@@ -100,7 +108,6 @@ TEST_CASE("attention with a kept log-sum-exp: its backward without the forward m
     forward.op = ir::Op::attention_and_lse;
     forward.attrs.causal = true;
     const at::Tensor packed = ir::execute_node(forward, {in.q, in.k, in.v}, torch::kCUDA);
-    const int64_t b = 2, h = 4, t = 256, d = 64;
     const at::Tensor out = packed.narrow(0, 0, b * t * h * d).view({b, t, h, d}).permute({0, 2, 1, 3});
     CHECK(relative_error(out, expected) < 2e-2);
     ir::Node backward = forward;
@@ -110,8 +117,13 @@ TEST_CASE("attention with a kept log-sum-exp: its backward without the forward m
       INFO("gradient " << "qkv"[i]);
       CHECK(relative_error(grads.select(0, i), expected_grads[static_cast<std::size_t>(i)]) < 2e-2);
     }
+    ir::AttentionLseLayout layout;
+    REQUIRE(ir::attention_lse_layout({b, h, t, d}, d, 2, layout));
+    at::Tensor raised = packed.clone();
+    raised.narrow(0, layout.lse_offset, layout.lse_elements).view(torch::kFloat).add_(1.0);
+    const at::Tensor other = ir::execute_node(backward, {in.q, in.k, in.v, raised, in.grad_out}, torch::kCUDA);
+    CHECK(relative_error(other, grads) > 0.1);
   }
-  context.setSDPUseCuDNN(cudnn_enabled);
   std::cout << "attention keeps its log-sum-exp with " << attention_backend_name(kept[0]) << ", and with cuDNN off "
             << attention_backend_name(kept[1]) << std::endl;
   CHECK(kept[0] != AttentionBackend::math);  // the path under test ran, not the recomputing fallback

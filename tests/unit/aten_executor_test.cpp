@@ -202,11 +202,11 @@ std::vector<ExecCase> cases() {
          (at::cross_entropy_loss(at::mm(input, weight.t()), x[2], {}, at::Reduction::None, -100, 0.1) * x[3]).sum().backward();
          return at::cat({input.grad().flatten(), weight.grad().flatten()});
        }},
-      // The bytes of 1.0 and -2.0 as float64 read as float32 (little-endian: the low word first).
-      // On the CPU no kernel keeps a log-sum-exp: the output as [B, T, H, E], then zeros (4
-      // float64 elements for 8 float32 values).
+      // On the CPU no kernel keeps a log-sum-exp: the output as [B, T, H, E], then 8 float32 NaNs
+      // in 4 float64 elements.
       {Op::attention_and_lse, {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 5})}, causal, [](auto& x) {
-         return torch::cat({causal_attention_reference(x[0], x[1], x[2]).permute({0, 2, 1, 3}).flatten(), torch::zeros({4}, torch::kDouble)});
+         return torch::cat({causal_attention_reference(x[0], x[1], x[2]).permute({0, 2, 1, 3}).flatten(),
+                            torch::full({8}, NAN, torch::kFloat).view(torch::kDouble)});
        }},
       {Op::attention_grad_from_lse,
        {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), torch::zeros({1 * 4 * 2 * 3 + 4}, torch::kDouble), r({1, 2, 4, 3})}, causal,
@@ -216,6 +216,7 @@ std::vector<ExecCase> cases() {
          causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(x[4]);
          return torch::stack({qkv[0].grad(), qkv[1].grad(), qkv[2].grad()});
        }},
+      // The bytes of 1.0 and -2.0 as float64 read as float32 (little-endian: the low word first).
       {Op::bitcast, {torch::tensor({1.0, -2.0}, f64)}, to_f32, [](auto&) { return torch::tensor({0.0f, 1.875f, 0.0f, -2.0f}); }},
       {Op::linear_cross_entropy_and_dlogits, {head_x, head_w, head_targets}, smoothed, [](auto& x) { return packed_head(x[0], x[1], x[2], 0.1); }},
       {Op::linear_cross_entropy_grad_from_dlogits, {packed_head(head_x, head_w, head_targets, 0.1), head_x, head_w, r({6})}, smoothed,
@@ -247,7 +248,7 @@ TEST_CASE("every IR op executes as the ATen expression it stands for", "[unit][i
     const at::Tensor expected = c.expected(c.inputs);
     CHECK(got.sizes().vec() == graph.type(out).shape);
     CHECK(got.scalar_type() == to_scalar_type(graph.type(out).dtype));
-    CHECK(torch::allclose(got.to(torch::kDouble), expected.to(torch::kDouble), 1e-10, 1e-12));
+    CHECK(torch::allclose(got.to(torch::kDouble), expected.to(torch::kDouble), 1e-10, 1e-12, /*equal_nan=*/true));
   }
   CHECK(static_cast<int>(covered.size()) == kOpCount);
 }
@@ -348,13 +349,15 @@ TEST_CASE("dlogits_in_forward keeps a head's loss and gradients and drops its re
 // keeps a log-sum-exp, so the backward runs the forward again); the graph computes the same.
 TEST_CASE("attention_lse_in_forward keeps an attention's loss and gradients", "[unit][ir][aten][passes]") {
   Graph forward;
-  const TensorType qkv_type{DType::f64, {2, 3, 5, 4}};
+  const TensorType qkv_type{DType::bf16, {2, 3, 5, 8}};
   const ValueId q = forward.add_input("q", qkv_type), k = forward.add_input("k", qkv_type), v = forward.add_input("v", qkv_type);
   Attributes causal;
   causal.causal = true;
   Attributes all;
   all.ints = {0, 1, 2, 3};
-  const ValueId out = forward.add(Op::attention, {q, k, v}, causal);
+  Attributes to_f32;
+  to_f32.dtype = DType::f32;
+  const ValueId out = forward.add(Op::cast, {forward.add(Op::attention, {q, k, v}, causal)}, to_f32);
   forward.mark_output(forward.add(Op::sum, {forward.add(Op::mul, {out, out})}, all));
   const trainc::JointGraph joint = trainc::differentiate(forward, {true, true, true});
   const Graph rewritten = attention_lse_in_forward(joint.graph);
@@ -365,15 +368,38 @@ TEST_CASE("attention_lse_in_forward keeps an attention's loss and gradients", "[
   CHECK(ops[Op::attention_and_lse] == 1);
   CHECK(ops[Op::attention_grad_from_lse] == 1);
 
-  const std::vector<at::Tensor> inputs = {torch::randn({2, 3, 5, 4}, torch::kDouble), torch::randn({2, 3, 5, 4}, torch::kDouble),
-                                          torch::randn({2, 3, 5, 4}, torch::kDouble), torch::full({}, 1.0, torch::kDouble)};
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+  const std::vector<at::Tensor> inputs = {torch::randn({2, 3, 5, 8}, bf16), torch::randn({2, 3, 5, 8}, bf16), torch::randn({2, 3, 5, 8}, bf16),
+                                          torch::full({}, 1.0, torch::kFloat)};
   const std::vector<at::Tensor> expected = execute_with_aten(joint.graph, inputs);
   const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
   REQUIRE(got.size() == expected.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     INFO("output " << i);
-    CHECK(torch::allclose(got[i], expected[i], 1e-10, 1e-12));
+    CHECK(torch::equal(got[i], expected[i]));
   }
+  // Float64 attention is left as it is: no fused kernel keeps its statistics.
+  Graph wide;
+  const TensorType wide_type{DType::f64, {2, 3, 5, 8}};
+  const ValueId wq = wide.add_input("q", wide_type), wk = wide.add_input("k", wide_type), wv = wide.add_input("v", wide_type);
+  wide.mark_output(wide.add(Op::sum, {wide.add(Op::attention, {wq, wk, wv}, causal)}, all));
+  for (const Node& node : attention_lse_in_forward(trainc::differentiate(wide, {true, true, true}).graph).nodes()) {
+    CHECK(node.op != Op::attention_and_lse);
+  }
+}
+
+// The buffer's padding: an output of 48 bytes is followed by zeros up to 64, then the log-sum-exps
+// (NaN where no kernel keeps one, as on the CPU).
+TEST_CASE("attention_and_lse leaves no byte of its buffer unset", "[unit][ir][aten]") {
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+  Node node;
+  node.op = Op::attention_and_lse;
+  node.attrs.causal = true;
+  const at::Tensor q = torch::randn({1, 1, 3, 8}, bf16);
+  const at::Tensor packed = execute_node(node, {q, q, q}, at::kCPU);
+  REQUIRE(packed.numel() == 32 + 6);
+  CHECK(torch::equal(packed.narrow(0, 24, 8), torch::zeros({8}, bf16)));
+  CHECK(packed.narrow(0, 32, 6).view(torch::kFloat).isnan().all().item<bool>());
 }
 
 TEST_CASE("a concatenation of adjacent views is a view of their buffer; attention's gradients lie side by side", "[unit][ir][aten]") {

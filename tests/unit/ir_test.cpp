@@ -111,6 +111,8 @@ std::vector<ShapeCase> shape_cases() {
       {Op::sum_to_float, {f32({16, 8})}, ints({0}), {}, "sums bf16 or f16"},
       // The output [2, 3, 4, 8] (192 bf16 elements, 384 bytes), then 24 float32 log-sum-exps in 48.
       {Op::attention_and_lse, {bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8})}, {}, bf16({192 + 48}), ""},
+      // 48 bytes of output, padded to 64 (32 elements), then 3 log-sum-exps in 6.
+      {Op::attention_and_lse, {bf16({1, 1, 3, 8}), bf16({1, 1, 3, 8}), bf16({1, 1, 3, 8})}, {}, bf16({32 + 6}), ""},
       {Op::attention_and_lse, {{DType::f64, {1, 1, 3, 8}}, {DType::f64, {1, 1, 3, 8}}, {DType::f64, {1, 1, 3, 8}}}, {}, {},
        "do not fill whole elements of f64"},
       {Op::attention_grad_from_lse, {bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8}), bf16({240}), bf16({2, 3, 4, 8})}, {},

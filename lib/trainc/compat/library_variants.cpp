@@ -83,7 +83,9 @@ std::vector<AttentionBackend> attention_backends(c10::Device device) {
 AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal,
                                         bool training) {
 #if TRAINC_ATTENTION_VARIANTS
-  // ATen applies its backward's rules to inputs that require grad.
+  // ATen applies its backward's rules to inputs that require grad while grad mode is on (compiled
+  // steps run their programs with it off).
+  at::AutoGradMode grad_mode(training);
   const auto asked = [training](const at::Tensor& t) { return training ? t.detach().requires_grad_(true) : t; };
   // ATen's numbering of sdp::SDPBackend: 0 math, 1 flash, 2 memory-efficient, 3 cuDNN.
   switch (at::_fused_sdp_choice(asked(q), asked(k), asked(v), /*attn_mask=*/{}, /*dropout_p=*/0.0, causal, scale)) {
@@ -98,9 +100,12 @@ AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k
 #endif
 }
 
+bool flash_callable_directly(const at::Tensor& q, const at::Tensor& v) { return q.size(-1) % 8 == 0 && v.size(-1) % 8 == 0; }
+
 bool attention_backend_accepts(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                                bool causal, bool training) {
   if (backend == AttentionBackend::math) return true;
+  if (backend == AttentionBackend::flash && !flash_callable_directly(q, v)) return false;
 #if TRAINC_ATTENTION_VARIANTS
   // ATen's choice with only `backend` and math enabled: `backend` when its rules take the inputs.
   at::Context& context = at::globalContext();
@@ -184,7 +189,7 @@ AttentionBackend lse_attention_backend(const at::Tensor& q, const at::Tensor& k,
   if (!q.is_cuda()) return AttentionBackend::math;
   const AttentionBackend backend = aten_attention_backend(q, k, v, scale, causal, /*training=*/true);
   const bool time_major = q.stride(2) > q.stride(1) && q.stride(1) > q.stride(3);  // [B, T, H, D] in memory
-  if (backend == AttentionBackend::flash || (backend == AttentionBackend::cudnn && time_major)) return backend;
+  if ((backend == AttentionBackend::flash && flash_callable_directly(q, v)) || (backend == AttentionBackend::cudnn && time_major)) return backend;
   return AttentionBackend::math;
 }
 

@@ -37,7 +37,11 @@ std::vector<AttentionBackend> attention_backends(c10::Device device);
 AttentionBackend aten_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal,
                                         bool training = false);
 
-// Whether ATen's rules let `backend` run these inputs. Called directly, a fused kernel does not
+// Whether flash's kernel, called directly, takes these head sizes: multiples of 8 (ATen's own call
+// pads other sizes first, so its rules accept them).
+bool flash_callable_directly(const at::Tensor& q, const at::Tensor& v);
+
+// Whether ATen's rules let `backend` run these inputs, called directly. A fused kernel does not
 // always check them itself: cuDNN's runs float32 inputs it does not support and returns garbage.
 bool attention_backend_accepts(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                                bool causal, bool training = false);
@@ -54,9 +58,10 @@ std::array<at::Tensor, 3> attention_grads_with(AttentionBackend backend, const a
 // For a training step that keeps the forward's log-sum-exp for the backward: the backend both use
 // for these inputs. ATen's own pick for training when it is flash, or cuDNN when q is laid out as
 // [B, T, H, D] (cuDNN's backward wants the output in q's layout, and the kept output has that one);
-// math otherwise, which keeps nothing: the backward then runs the forward again. It depends only on
-// the inputs' shapes, layouts and dtypes and the SDP switches, so a forward and its backward, given
-// q, k and v laid out alike, agree without telling each other.
+// math otherwise, which keeps nothing: the backward then runs the forward again. It depends on the
+// inputs' shapes, layouts and dtypes and on ATen's global attention settings (the SDP switches and
+// their order), which a step does not change, so a forward and its backward, given q, k and v laid
+// out alike, agree without telling each other.
 AttentionBackend lse_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal);
 
 // That backend's forward: the output and each row's float32 log-sum-exp, [B, H, T] contiguous.

@@ -9,6 +9,7 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/device_timing.h"
+#include "trainc/compat/library_variants.h"
 #include "trainc/compile/backends/inductor.h"
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/passes/attention_lse_in_forward.h"
@@ -29,7 +30,12 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   for (const StepInput& input : plan.captured.inputs) requires_grad.push_back(input.requires_grad);
   plan.joint = differentiate(plan.imported.graph, requires_grad);
   if (optimization_enabled(Optimization::dlogits_in_forward)) plan.joint.graph = ir::dlogits_in_forward(plan.joint.graph);
-  if (inputs.is_cuda() && optimization_enabled(Optimization::attention_lse)) plan.joint.graph = ir::attention_lse_in_forward(plan.joint.graph);
+  // Attention kernels called directly, keeping their statistics: a GPU with a LibTorch that has them,
+  // and attention_choice (direct calls) left on.
+  if (inputs.is_cuda() && attention_backends(inputs.device()).size() > 1 && optimization_enabled(Optimization::attention_lse) &&
+      optimization_enabled(Optimization::attention_choice)) {
+    plan.joint.graph = ir::attention_lse_in_forward(plan.joint.graph);
+  }
   plan.programs = partition(plan.joint);
   return plan;
 }

@@ -14,8 +14,10 @@ using AttentionKey = std::tuple<ValueId, ValueId, ValueId, double, bool>;
 
 AttentionKey key_of(const Node& node) { return {node.inputs[0], node.inputs[1], node.inputs[2], node.attrs.scalar, node.attrs.causal}; }
 
+// Only bf16 and f16 attention: the fused kernels that keep a log-sum-exp take no other dtype.
 bool fits(const Graph& graph, const Node& attention) {
   const TensorType& q = graph.type(attention.inputs[0]);
+  if (q.dtype != DType::bf16 && q.dtype != DType::f16) return false;
   AttentionLseLayout layout;
   return attention_lse_layout(q.shape, graph.type(attention.inputs[2]).shape.back(), dtype_bytes(q.dtype), layout);
 }

@@ -9,8 +9,10 @@
 //                                                   output = permute(reshape(slice(packed), [B, T, H, E]), {0, 2, 1, 3})
 //   attention_grad(q, k, v, grad)         becomes   attention_grad_from_lse(q, k, v, packed, grad)
 // Which kernels run is decided at run time from the inputs alone (lse_attention_backend), the same
-// way in both programs; with none that keeps a log-sum-exp, the backward runs the forward again as
-// before. Run for steps on a GPU only: the CPU's attention keeps nothing, and the copy would be waste.
+// way in both programs; with none that keeps a log-sum-exp, the backward runs the forward again (the
+// kernel ATen picks, called directly, as without the pass) and the copy is spent for nothing. So the
+// pass takes bf16 and f16 attention only (the fused kernels take no other dtype), and the planner
+// runs it for steps on a GPU with a LibTorch that can call those kernels directly.
 #pragma once
 
 #include "trainc/compile/ir/graph.h"

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include <torch/csrc/autograd/autograd.h>
@@ -67,20 +68,33 @@ AttentionLseParts attention_lse_parts(const at::Tensor& packed, const at::Tensor
           packed.narrow(0, layout.lse_offset, layout.lse_elements).view(at::kFloat).view({batch, heads, time})};
 }
 
+// Where no kernel keeps a log-sum-exp: the fused kernel ATen picks for training, called directly
+// as attention_choice calls it, or ATen's own call when it picks none or pads the heads.
+std::optional<AttentionBackend> direct_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal) {
+  if (!q.is_cuda()) return std::nullopt;
+  const AttentionBackend backend = aten_attention_backend(q, k, v, scale, causal, /*training=*/true);
+  if (backend == AttentionBackend::math || (backend == AttentionBackend::flash && !flash_callable_directly(q, v))) return std::nullopt;
+  return backend;
+}
+
 // The forward of a training step, keeping what a fused backward reads; with no backend that keeps
-// it (lse_attention_backend says math), the output alone (the backward then runs the forward again).
+// it (lse_attention_backend says math), the output alone, and a log-sum-exp of NaN: a backward
+// that read it by mistake would give NaN gradients, not quietly wrong ones.
 at::Tensor attention_and_lse(const Inputs& in, const Attributes& attrs) {
   const at::Tensor &q = in[0], &k = in[1], &v = in[2];
   const double scale = attention_scale(attrs, q.size(-1));
   AttentionLseLayout layout;
-  TRAINC_CHECK(attention_lse_layout(q.sizes().vec(), v.size(3), static_cast<int64_t>(q.element_size()), layout), "attention_and_lse: no layout");
+  TRAINC_CHECK(attention_lse_layout(q.sizes().vec(), v.size(3), static_cast<int64_t>(q.element_size()), layout),
+               "attention_and_lse: float32 log-sum-exps for q " + c10::str(q.sizes()) + " do not fill whole elements of " +
+                   c10::toString(q.scalar_type()));
   at::Tensor packed = at::empty({layout.total}, q.options());
   packed.narrow(0, layout.output_elements, layout.lse_offset - layout.output_elements).zero_();  // no byte left unset
   AttentionLseParts parts = attention_lse_parts(packed, q, v);
   const AttentionBackend backend = lse_attention_backend(q, k, v, scale, attrs.causal);
   if (backend == AttentionBackend::math) {
-    parts.output.copy_(attention(in, attrs));
-    parts.lse.zero_();
+    const std::optional<AttentionBackend> direct = direct_attention_backend(q, k, v, scale, attrs.causal);
+    parts.output.copy_(direct ? attention_with(*direct, q, k, v, scale, attrs.causal) : attention(in, attrs));
+    parts.lse.fill_(std::numeric_limits<float>::quiet_NaN());
     return packed;
   }
   const auto [out, lse] = attention_with_lse(backend, q, k, v, scale, attrs.causal);
@@ -93,7 +107,11 @@ at::Tensor attention_grad_from_lse(const Inputs& in, const Attributes& attrs) {
   const at::Tensor &q = in[0], &k = in[1], &v = in[2];
   const double scale = attention_scale(attrs, q.size(-1));
   const AttentionBackend backend = lse_attention_backend(q, k, v, scale, attrs.causal);
-  if (backend == AttentionBackend::math) return attention_grad({q, k, v, in[4]}, attrs);
+  if (backend == AttentionBackend::math) {
+    const std::optional<AttentionBackend> direct = direct_attention_backend(q, k, v, scale, attrs.causal);
+    if (direct) return stack_attention_grads(attention_grads_with(*direct, q, k, v, in[4], scale, attrs.causal));
+    return attention_grad({q, k, v, in[4]}, attrs);
+  }
   const AttentionLseParts parts = attention_lse_parts(in[3], q, v);
   return stack_attention_grads(attention_grads_from_lse(backend, q, k, v, parts.output, parts.lse, in[4], scale, attrs.causal));
 }
