@@ -207,6 +207,21 @@ const CudaModule& module() {
   return *built;
 }
 
+// The kernels that write each row's loss, whose parameters are (logits, row stride, vocabulary,
+// targets, smoothing, losses): the vector one for rows that start 16-byte aligned.
+void launch_writing_losses(Kernel vector, Kernel scalar, const at::Tensor& logits, const at::Tensor& targets, double smoothing, at::Tensor& loss) {
+  if (logits.size(0) == 0) return;
+  const at::Tensor contiguous_targets = targets.contiguous();
+  void* data = logits.data_ptr();
+  int64_t row_stride = logits.stride(0);
+  int vocabulary = static_cast<int>(logits.size(1));
+  void* target_data = contiguous_targets.data_ptr();
+  float smoothing_f = static_cast<float>(smoothing);
+  void* loss_data = loss.data_ptr();
+  void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &smoothing_f, &loss_data};
+  module().launch_with(rows_aligned(logits) ? vector : scalar, logits.size(0), kBlock, parameters);
+}
+
 }  // namespace
 
 bool cross_entropy_rows_supported(const at::Tensor& logits, at::ScalarType loss_dtype) {
@@ -216,16 +231,7 @@ bool cross_entropy_rows_supported(const at::Tensor& logits, at::ScalarType loss_
 
 at::Tensor cross_entropy_rows_forward(const at::Tensor& logits, const at::Tensor& targets, double smoothing) {
   at::Tensor loss = at::empty({logits.size(0)}, logits.options().dtype(at::kFloat));
-  if (logits.size(0) == 0) return loss;
-  const at::Tensor contiguous_targets = targets.contiguous();
-  void* data = logits.data_ptr();
-  int64_t row_stride = logits.stride(0);
-  int vocabulary = static_cast<int>(logits.size(1));
-  void* target_data = contiguous_targets.data_ptr();
-  float smoothing_f = static_cast<float>(smoothing);
-  void* loss_data = loss.data_ptr();
-  void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &smoothing_f, &loss_data};
-  module().launch_with(rows_aligned(logits) ? kForwardVector : kForwardScalar, logits.size(0), kBlock, parameters);
+  launch_writing_losses(kForwardVector, kForwardScalar, logits, targets, smoothing, loss);
   return loss;
 }
 
@@ -247,16 +253,7 @@ void cross_entropy_rows_loss_and_dlogits(at::Tensor& logits, const at::Tensor& t
   TRAINC_CHECK(loss.scalar_type() == at::kFloat && loss.is_contiguous() && loss.numel() == logits.size(0),
                std::string("cross-entropy losses: expected contiguous float32 [") + std::to_string(logits.size(0)) + "], got " +
                    c10::toString(loss.scalar_type()) + " " + c10::str(loss.sizes()) + (loss.is_contiguous() ? "" : " (not contiguous)"));
-  if (logits.size(0) == 0) return;
-  const at::Tensor contiguous_targets = targets.contiguous();
-  void* data = logits.data_ptr();
-  int64_t row_stride = logits.stride(0);
-  int vocabulary = static_cast<int>(logits.size(1));
-  void* target_data = contiguous_targets.data_ptr();
-  float smoothing_f = static_cast<float>(smoothing);
-  void* loss_data = loss.data_ptr();
-  void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &smoothing_f, &loss_data};
-  module().launch_with(rows_aligned(logits) ? kBothVector : kBothScalar, logits.size(0), kBlock, parameters);
+  launch_writing_losses(kBothVector, kBothScalar, logits, targets, smoothing, loss);
 }
 
 }  // namespace trainc
