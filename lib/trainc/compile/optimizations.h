@@ -25,7 +25,8 @@ enum class Optimization {
   column_sums,         // GPU: bf16 sums over leading dimensions split over rows (runtime/column_sums)
   sum_to_float,        // inductor: sums of widened bf16 values read the bf16 values (passes/sums_of_widened)
   rematerialize,       // inductor, GPU: stored pointwise values recomputed by their readers (passes/rematerialize)
-  attention_lse,       // planner, GPU: attention's output and log-sum-exp kept for its backward (passes/attention_lse_in_forward)
+  attention_lse,       // planner, GPU: attention's output and log-sum-exp kept for its backward (passes/attention_lse_in_forward;
+                       // off with attention_choice too, since it calls the kernels directly)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.
