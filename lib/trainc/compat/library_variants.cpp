@@ -154,43 +154,39 @@ std::array<at::Tensor, 3> attention_grads_with(AttentionBackend backend, const a
                                                const at::Tensor& grad_out, double scale, bool causal) {
   if (backend == AttentionBackend::math) return math_attention_grads(q, k, v, grad_out, scale, causal);
 #if TRAINC_ATTENTION_VARIANTS
-  // The fused kernels read the gradient's head dimension contiguously.
-  const at::Tensor grad = grad_out.stride(-1) == 1 ? grad_out : grad_out.contiguous();
-  switch (backend) {
-    case AttentionBackend::flash: {
-      const auto [out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug] =
-          at::_scaled_dot_product_flash_attention(q, k, v, 0.0, causal, /*return_debug_mask=*/false, scale);
-      const auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_backward(grad, q, k, v, out, lse, cum_q, cum_k, max_q.expect_int(),
-                                                                                max_k.expect_int(), 0.0, causal, seed, offset, scale);
-      return {dq, dk, dv};
-    }
-    case AttentionBackend::efficient: {
-      const auto [out, lse, seed, offset] =
-          at::_scaled_dot_product_efficient_attention(q, k, v, std::nullopt, /*compute_log_sumexp=*/true, 0.0, causal, scale);
-      const auto grads = at::_scaled_dot_product_efficient_attention_backward(grad, q, k, v, /*attn_bias=*/at::Tensor(), out, lse, seed,
-                                                                              offset, 0.0, {true, true, true, false}, causal, scale);
-      return {std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)};
-    }
-    case AttentionBackend::cudnn: {
-      const auto [out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug] = at::_scaled_dot_product_cudnn_attention(
-          q, k, v, std::nullopt, /*compute_log_sumexp=*/true, 0.0, causal, /*return_debug_mask=*/false, scale);
-      const auto [dq, dk, dv] = at::_scaled_dot_product_cudnn_attention_backward(grad, q, k, v, out, lse, seed, offset, /*attn_bias=*/at::Tensor(),
-                                                                                cum_q, cum_k, max_q.expect_int(), max_k.expect_int(), 0.0,
-                                                                                causal, scale);
-      return {dq, dk, dv};
-    }
-    case AttentionBackend::math: break;
+  if (backend == AttentionBackend::efficient) {
+    // The fused kernels read the gradient's head dimension contiguously.
+    const at::Tensor grad = grad_out.stride(-1) == 1 ? grad_out : grad_out.contiguous();
+    const auto [out, lse, seed, offset] =
+        at::_scaled_dot_product_efficient_attention(q, k, v, std::nullopt, /*compute_log_sumexp=*/true, 0.0, causal, scale);
+    const auto grads = at::_scaled_dot_product_efficient_attention_backward(grad, q, k, v, /*attn_bias=*/at::Tensor(), out, lse, seed,
+                                                                            offset, 0.0, {true, true, true, false}, causal, scale);
+    return {std::get<0>(grads), std::get<1>(grads), std::get<2>(grads)};
   }
-#endif
+  // Flash and cuDNN: the forward that keeps its log-sum-exp, then the backward that reads it.
+  const auto [out, lse] = attention_with_lse(backend, q, k, v, scale, causal);
+  return attention_grads_from_lse(backend, q, k, v, out, lse, grad_out, scale, causal);
+#else
   not_in_this_build(backend);
+#endif
+}
+
+std::optional<AttentionBackend> direct_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                                                         bool causal, bool training) {
+  if (!q.is_cuda()) return std::nullopt;
+  const AttentionBackend backend = aten_attention_backend(q, k, v, scale, causal, training);
+  if (backend == AttentionBackend::math || (backend == AttentionBackend::flash && !flash_callable_directly(q, v))) return std::nullopt;
+  return backend;
+}
+
+bool keeps_lse(AttentionBackend backend, const at::Tensor& q) {
+  const bool time_major = q.stride(2) > q.stride(1) && q.stride(1) > q.stride(3);  // [B, T, H, D] in memory
+  return backend == AttentionBackend::flash || (backend == AttentionBackend::cudnn && time_major);
 }
 
 AttentionBackend lse_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal) {
-  if (!q.is_cuda()) return AttentionBackend::math;
-  const AttentionBackend backend = aten_attention_backend(q, k, v, scale, causal, /*training=*/true);
-  const bool time_major = q.stride(2) > q.stride(1) && q.stride(1) > q.stride(3);  // [B, T, H, D] in memory
-  if ((backend == AttentionBackend::flash && flash_callable_directly(q, v)) || (backend == AttentionBackend::cudnn && time_major)) return backend;
-  return AttentionBackend::math;
+  const std::optional<AttentionBackend> direct = direct_attention_backend(q, k, v, scale, causal, /*training=*/true);
+  return direct && keeps_lse(*direct, q) ? *direct : AttentionBackend::math;
 }
 
 std::pair<at::Tensor, at::Tensor> attention_with_lse(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -51,9 +51,20 @@ at::Tensor attention_with(AttentionBackend backend, const at::Tensor& q, const a
                           bool causal);
 
 // dq, dk, dv of that attention given the gradient of its output: the backend's forward (which
-// saves what its backward reads) followed by its backward.
+// saves what its backward reads) followed by its backward (for flash and cuDNN, attention_with_lse
+// and attention_grads_from_lse below).
 std::array<at::Tensor, 3> attention_grads_with(AttentionBackend backend, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                const at::Tensor& grad_out, double scale, bool causal);
+
+// The fused kernel ATen picks for these inputs (`training`: as for a forward whose backward will
+// run), when it can be called directly: none on the CPU, where ATen picks its math formula, or where
+// ATen's own call pads flash's heads.
+std::optional<AttentionBackend> direct_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                                                         bool causal, bool training);
+
+// Whether `backend`, called directly, can keep its forward's log-sum-exp for its backward: flash,
+// or cuDNN with q laid out [B, T, H, D] (lse_attention_backend below).
+bool keeps_lse(AttentionBackend backend, const at::Tensor& q);
 
 // For a training step that keeps the forward's log-sum-exp for the backward: the backend both use
 // for these inputs. ATen's own pick for training when it is flash, or cuDNN when q is laid out as

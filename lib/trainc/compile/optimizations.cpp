@@ -42,6 +42,13 @@ std::string optimization_names() {
   return text;
 }
 
+std::string disabled_optimizations_warning() {
+  std::string names;
+  for (const std::string& name : disabled_optimizations()) names += (names.empty() ? "" : ", ") + name;
+  if (names.empty()) return names;
+  return std::string("compile: running without the optimizations ") + kDisableOptimizationsVariable + " names: " + names;
+}
+
 bool optimization_enabled(Optimization optimization) {
   check_disabled_optimizations();
   for (const std::string& name : disabled_optimizations()) {

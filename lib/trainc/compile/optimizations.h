@@ -1,5 +1,5 @@
-// defines: Optimization, optimization_enabled, disabled_optimizations, check_disabled_optimizations,
-//          kDisableOptimizationsVariable
+// defines: Optimization, optimization_enabled, disabled_optimizations, disabled_optimizations_warning,
+//          check_disabled_optimizations, kDisableOptimizationsVariable
 //
 // Switches that turn one of the compiler's optimizations off, to measure what it contributes (a run
 // with it against a run without, docs/benchmarks.md) or to rule it out when a compiled step
@@ -37,6 +37,10 @@ bool optimization_enabled(Optimization optimization);
 
 // The names the variable lists, known or not.
 std::vector<std::string> disabled_optimizations();
+
+// What a run's log says when the variable turns optimizations off ("compile: running without the
+// optimizations TRAINC_DISABLE_OPTIMIZATIONS names: a, b"); empty when it turns none off.
+std::string disabled_optimizations_warning();
 
 // UserError (exit 2) naming the variable, the unknown name and the known ones.
 void check_disabled_optimizations();

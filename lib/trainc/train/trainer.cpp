@@ -382,11 +382,7 @@ void Trainer::start_compiler() {
   }
   // cudagraphs records eager autograd; the other backends run compiled programs.
   if (!backend_ || backend_->backend == "eager" || backend_->backend == "cudagraphs") return;
-  if (const std::vector<std::string> disabled = disabled_optimizations(); !disabled.empty()) {
-    std::string names;
-    for (const std::string& name : disabled) names += (names.empty() ? "" : ", ") + name;
-    reporter_->warn(std::string("compile: running without the optimizations ") + kDisableOptimizationsVariable + " names: " + names);
-  }
+  if (const std::string disabled = disabled_optimizations_warning(); !disabled.empty()) reporter_->warn(disabled);
   CompileOptions options;
   options.backend = backend_->backend;
   options.fullgraph = args_.torch_compile_fullgraph;

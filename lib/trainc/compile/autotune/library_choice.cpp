@@ -75,14 +75,11 @@ std::string choose_library_variant(const ir::Node& node, const std::vector<at::T
   }
   if (device.is_cuda() && (node.op == ir::Op::attention || node.op == ir::Op::attention_grad) &&
       optimization_enabled(Optimization::attention_choice)) {
+    // Without a kernel to call directly (ATen's math fallback, or flash whose heads ATen pads), ATen's call.
     const double scale = ir::attention_scale(node.attrs, inputs[0].size(-1));
-    const AttentionBackend backend =
-        aten_attention_backend(inputs[0], inputs[1], inputs[2], scale, node.attrs.causal, node.op == ir::Op::attention_grad);
-    // ATen's math fallback stays ATen's call: it is what runs when no fused kernel takes the inputs;
-    // so does a flash call ATen pads the heads of.
-    if (backend != AttentionBackend::math && (backend != AttentionBackend::flash || flash_callable_directly(inputs[0], inputs[2]))) {
-      return attention_backend_name(backend);
-    }
+    const std::optional<AttentionBackend> backend =
+        direct_attention_backend(inputs[0], inputs[1], inputs[2], scale, node.attrs.causal, node.op == ir::Op::attention_grad);
+    if (backend) return attention_backend_name(*backend);
   }
   // A bf16 sum over the leading dimensions: split over the rows, which on an H200 took 0.020-0.041 ms
   // where ATen's reduction took 0.033-0.049 ms (GPT-2's gradients of biases); float32 sums stay

@@ -59,61 +59,52 @@ struct AttentionLseParts {
   at::Tensor output, lse;
 };
 
-AttentionLseParts attention_lse_parts(const at::Tensor& packed, const at::Tensor& q, const at::Tensor& v) {
-  const int64_t batch = q.size(0), heads = q.size(1), time = q.size(2), width = v.size(3);
-  AttentionLseLayout layout;
-  TRAINC_CHECK(attention_lse_layout(q.sizes().vec(), width, static_cast<int64_t>(q.element_size()), layout),
-               "attention_and_lse: no layout for q " + c10::str(q.sizes()) + " of " + c10::toString(q.scalar_type()));
-  return {packed.narrow(0, 0, layout.output_elements).view({batch, time, heads, width}).permute({0, 2, 1, 3}),
-          packed.narrow(0, layout.lse_offset, layout.lse_elements).view(at::kFloat).view({batch, heads, time})};
-}
-
-// Where no kernel keeps a log-sum-exp: the fused kernel ATen picks for training, called directly
-// as attention_choice calls it, or ATen's own call when it picks none or pads the heads.
-std::optional<AttentionBackend> direct_attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal) {
-  if (!q.is_cuda()) return std::nullopt;
-  const AttentionBackend backend = aten_attention_backend(q, k, v, scale, causal, /*training=*/true);
-  if (backend == AttentionBackend::math || (backend == AttentionBackend::flash && !flash_callable_directly(q, v))) return std::nullopt;
-  return backend;
-}
-
-// The forward of a training step, keeping what a fused backward reads; with no backend that keeps
-// it (lse_attention_backend says math), the output alone, and a log-sum-exp of NaN: a backward
-// that read it by mistake would give NaN gradients, not quietly wrong ones.
-at::Tensor attention_and_lse(const Inputs& in, const Attributes& attrs) {
-  const at::Tensor &q = in[0], &k = in[1], &v = in[2];
-  const double scale = attention_scale(attrs, q.size(-1));
+AttentionLseLayout attention_lse_layout_of(const at::Tensor& q, const at::Tensor& v) {
   AttentionLseLayout layout;
   TRAINC_CHECK(attention_lse_layout(q.sizes().vec(), v.size(3), static_cast<int64_t>(q.element_size()), layout),
                "attention_and_lse: float32 log-sum-exps for q " + c10::str(q.sizes()) + " do not fill whole elements of " +
                    c10::toString(q.scalar_type()));
+  return layout;
+}
+
+AttentionLseParts attention_lse_parts(const at::Tensor& packed, const AttentionLseLayout& layout, const at::Tensor& q, const at::Tensor& v) {
+  const int64_t batch = q.size(0), heads = q.size(1), time = q.size(2), width = v.size(3);
+  return {packed.narrow(0, 0, layout.output_elements).view({batch, time, heads, width}).permute({0, 2, 1, 3}),
+          packed.narrow(0, layout.lse_offset, layout.lse_elements).view(at::kFloat).view({batch, heads, time})};
+}
+
+// The forward of a training step, keeping what a fused backward reads. The kernel is ATen's pick
+// for training, called directly (as attention_choice calls it); when it keeps no log-sum-exp
+// (keeps_lse), or ATen's own call runs, the output alone and a log-sum-exp of NaN: a backward that
+// read it by mistake would give NaN gradients, not quietly wrong ones.
+at::Tensor attention_and_lse(const Inputs& in, const Attributes& attrs) {
+  const at::Tensor &q = in[0], &k = in[1], &v = in[2];
+  const double scale = attention_scale(attrs, q.size(-1));
+  const AttentionLseLayout layout = attention_lse_layout_of(q, v);
   at::Tensor packed = at::empty({layout.total}, q.options());
   packed.narrow(0, layout.output_elements, layout.lse_offset - layout.output_elements).zero_();  // no byte left unset
-  AttentionLseParts parts = attention_lse_parts(packed, q, v);
-  const AttentionBackend backend = lse_attention_backend(q, k, v, scale, attrs.causal);
-  if (backend == AttentionBackend::math) {
-    const std::optional<AttentionBackend> direct = direct_attention_backend(q, k, v, scale, attrs.causal);
+  AttentionLseParts parts = attention_lse_parts(packed, layout, q, v);
+  const std::optional<AttentionBackend> direct = direct_attention_backend(q, k, v, scale, attrs.causal, /*training=*/true);
+  if (!direct || !keeps_lse(*direct, q)) {
     parts.output.copy_(direct ? attention_with(*direct, q, k, v, scale, attrs.causal) : attention(in, attrs));
     parts.lse.fill_(std::numeric_limits<float>::quiet_NaN());
     return packed;
   }
-  const auto [out, lse] = attention_with_lse(backend, q, k, v, scale, attrs.causal);
+  const auto [out, lse] = attention_with_lse(*direct, q, k, v, scale, attrs.causal);
   parts.output.copy_(out);
   parts.lse.copy_(lse);
   return packed;
 }
 
+// Its backward, deciding the kernel as the forward did, from the same inputs.
 at::Tensor attention_grad_from_lse(const Inputs& in, const Attributes& attrs) {
-  const at::Tensor &q = in[0], &k = in[1], &v = in[2];
+  const at::Tensor &q = in[0], &k = in[1], &v = in[2], &grad = in[4];
   const double scale = attention_scale(attrs, q.size(-1));
-  const AttentionBackend backend = lse_attention_backend(q, k, v, scale, attrs.causal);
-  if (backend == AttentionBackend::math) {
-    const std::optional<AttentionBackend> direct = direct_attention_backend(q, k, v, scale, attrs.causal);
-    if (direct) return stack_attention_grads(attention_grads_with(*direct, q, k, v, in[4], scale, attrs.causal));
-    return attention_grad({q, k, v, in[4]}, attrs);
-  }
-  const AttentionLseParts parts = attention_lse_parts(in[3], q, v);
-  return stack_attention_grads(attention_grads_from_lse(backend, q, k, v, parts.output, parts.lse, in[4], scale, attrs.causal));
+  const std::optional<AttentionBackend> direct = direct_attention_backend(q, k, v, scale, attrs.causal, /*training=*/true);
+  if (!direct) return attention_grad({q, k, v, grad}, attrs);
+  if (!keeps_lse(*direct, q)) return stack_attention_grads(attention_grads_with(*direct, q, k, v, grad, scale, attrs.causal));
+  const AttentionLseParts parts = attention_lse_parts(in[3], attention_lse_layout_of(q, v), q, v);
+  return stack_attention_grads(attention_grads_from_lse(*direct, q, k, v, parts.output, parts.lse, grad, scale, attrs.causal));
 }
 
 // Concatenating views that already lie side by side in one buffer, in order, gives a view of that

@@ -38,6 +38,22 @@ ir::LinearCrossEntropyLayout layout_of(const at::Tensor& x, const at::Tensor& we
 
 int64_t chunk_rows(int64_t vocabulary, int64_t chunk_elements) { return std::max<int64_t>(1, chunk_elements / std::max<int64_t>(vocabulary, 1)); }
 
+// The chunked paths' formulas over a chunk of logits `wide` [n, V] in the loss's dtype, `picked`
+// the targets [n, 1] clamped into [0, V). Each row's loss: lse - (1 - s) * z[target] - (s / V) * sum(z).
+at::Tensor row_losses(const at::Tensor& wide, const at::Tensor& picked, double smoothing) {
+  at::Tensor loss = at::logsumexp(wide, {1}) - (1.0 - smoothing) * wide.gather(1, picked).squeeze(1);
+  if (smoothing > 0.0) loss -= (smoothing / static_cast<double>(wide.size(1))) * wide.sum(1);
+  return loss;
+}
+
+// The gradient of each row's own loss over its logits: softmax - (1 - s) * onehot - s / V.
+at::Tensor unscaled_dlogits(const at::Tensor& wide, const at::Tensor& picked, double smoothing) {
+  at::Tensor g = at::softmax(wide, 1);
+  g.scatter_add_(1, picked, at::full({wide.size(0), 1}, -(1.0 - smoothing), g.options()));
+  if (smoothing > 0.0) g.sub_(smoothing / static_cast<double>(wide.size(1)));
+  return g;
+}
+
 }  // namespace
 
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, double smoothing,
@@ -50,10 +66,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, c
   const int64_t step = chunk_rows(vocabulary, chunk_elements);
   for (int64_t start = 0; start < rows; start += step) {
     const int64_t n = std::min(step, rows - start);
-    const at::Tensor z = logits.narrow(0, start, n).to(loss_dtype);
-    at::Tensor row_loss = at::logsumexp(z, {1}) - (1.0 - smoothing) * z.gather(1, safe_targets.narrow(0, start, n)).squeeze(1);
-    if (smoothing > 0.0) row_loss -= (smoothing / static_cast<double>(vocabulary)) * z.sum(1);
-    loss.narrow(0, start, n).copy_(row_loss);
+    loss.narrow(0, start, n).copy_(row_losses(logits.narrow(0, start, n).to(loss_dtype), safe_targets.narrow(0, start, n), smoothing));
   }
   return loss;
 }
@@ -75,11 +88,7 @@ at::Tensor linear_cross_entropy_grad(const at::Tensor& x, const at::Tensor& weig
     for (int64_t start = 0; start < rows; start += step) {
       const int64_t n = std::min(step, rows - start);
       at::Tensor z = valid_logits.narrow(0, start, n);
-      at::Tensor g = at::softmax(z, 1, grad.scalar_type());
-      g.scatter_add_(1, safe_targets.narrow(0, start, n), at::full({n, 1}, -(1.0 - smoothing), g.options()));
-      if (smoothing > 0.0) g.sub_(smoothing / static_cast<double>(vocabulary));
-      g.mul_(grad.narrow(0, start, n).unsqueeze(1));
-      z.copy_(g);
+      z.copy_(unscaled_dlogits(z.to(grad.scalar_type()), safe_targets.narrow(0, start, n), smoothing).mul_(grad.narrow(0, start, n).unsqueeze(1)));
     }
   }
   at::Tensor result = at::empty({rows * width + vocabulary * width}, x.options());
@@ -110,15 +119,9 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
     const int64_t n = std::min(step, rows - start);
     at::Tensor z = valid_logits.narrow(0, start, n);
     const at::Tensor wide = z.to(loss_dtype);
-    const at::Tensor lse = at::logsumexp(wide, {1}, true);
     const at::Tensor picked = safe_targets.narrow(0, start, n);
-    at::Tensor row_loss = lse.squeeze(1) - (1.0 - smoothing) * wide.gather(1, picked).squeeze(1);
-    if (smoothing > 0.0) row_loss -= (smoothing / static_cast<double>(vocabulary)) * wide.sum(1);
-    loss.narrow(0, start, n).copy_(row_loss);
-    at::Tensor g = (wide - lse).exp_();
-    g.scatter_add_(1, picked, at::full({n, 1}, -(1.0 - smoothing), g.options()));
-    if (smoothing > 0.0) g.sub_(smoothing / static_cast<double>(vocabulary));
-    z.copy_(g);
+    loss.narrow(0, start, n).copy_(row_losses(wide, picked, smoothing));
+    z.copy_(unscaled_dlogits(wide, picked, smoothing));
   }
   return packed;
 }
