@@ -3,7 +3,7 @@
 // gradients, on bf16 q, k, v laid out as a GPT's (views of one [B, T, 3, H, D] projection), against
 // the textbook formula in float64: each result within 2e-2 of the largest element (bf16 keeps 8
 // bits; softmax and three products round in between). Matrix products: cuBLAS and cuBLASLt on bf16
-// within 1e-2. Sums over leading dimensions split over the rows against ATen's. Then
+// within 1e-2, and bf16 products written in float32 within float32 accumulation. Sums over leading dimensions split over the rows against ATen's. Then
 // max-autotune's choice on the GPU: measured once, recorded, read back.
 #include <catch2/catch.hpp>
 
@@ -15,6 +15,7 @@
 #include "support/numerics.h"
 #include "trainc/compat/device_timing.h"
 #include "trainc/compat/library_variants.h"
+#include "trainc/compat/torch_compat.h"
 #include "trainc/compile/autotune/library_choice.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/column_sums.h"
@@ -159,6 +160,30 @@ TEST_CASE("matrix products on cuBLAS and cuBLASLt agree", "[cuda][autotune]") {
     CHECK(relative_error(ir::execute_node(matmul_bias, {x, w, bias}, torch::kCUDA, library), expected + bias.to(torch::kDouble)) < 1e-2);
     CHECK(relative_error(ir::execute_node(matmul, {x, w.t().contiguous().t()}, torch::kCUDA, library), expected) < 1e-2);
   }
+}
+
+// A weight gradient's product, g^T x, written in float32 by the GEMM: within float32 accumulation of
+// the float64 product (1e-4 of the largest element), where rounding it to bf16 first is off by up
+// to 2^-9 of an element (about 1e-3 here): the test tells the two apart.
+TEST_CASE("a bf16 product to float32 is one GEMM storing its float32 accumulator", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  CHECK(matmul_to_float_in_one_gemm(torch::kCUDA));
+  const auto options = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const at::Tensor g = torch::randn({4096, 256}, options), x = torch::randn({4096, 384}, options);
+  const at::Tensor expected = at::matmul(g.to(torch::kDouble).t(), x.to(torch::kDouble));
+  const double rounded_error = relative_error(at::matmul(g.t(), x).to(torch::kFloat), expected);
+  std::cout << "bf16 product to float32: the product rounded to bf16 first is off by " << rounded_error << " of the largest element" << std::endl;
+  ir::Node product;
+  product.op = ir::Op::matmul_to_float;
+  std::vector<std::string> variants = blas_libraries(torch::kCUDA);
+  variants.push_back("");  // the default call
+  for (const std::string& library : variants) {
+    INFO("library '" << library << "'");
+    const at::Tensor got = ir::execute_node(product, {g.t(), x}, torch::kCUDA, library);
+    CHECK(got.scalar_type() == torch::kFloat);
+    CHECK(relative_error(got, expected) < 1e-4);
+  }
+  CHECK(rounded_error > 1e-4);
 }
 
 TEST_CASE("max-autotune measures a call's implementations once and a later run reads the choice", "[cuda][autotune]") {

@@ -121,6 +121,10 @@ std::vector<ExecCase> cases() {
       {Op::sum_to_float, {r({6, 3, 4}).to(torch::kBFloat16)}, with_ints({0, 1}), [](auto& x) {
          return x[0].to(torch::kFloat).sum(at::IntArrayRef{0, 1});
        }},
+      // Small integers, so every rounding is exact; the GPU's one GEMM writing float32 is tested
+      // against float64 on rounding inputs in tests/cuda.
+      {Op::matmul_to_float, {torch::randint(-8, 9, {4, 3}).to(torch::kBFloat16), torch::randint(-8, 9, {3, 5}).to(torch::kBFloat16)}, {},
+       [](auto& x) { return (x[0].to(torch::kDouble).unsqueeze(2) * x[1].to(torch::kDouble).unsqueeze(0)).sum(1); }},
       {Op::embedding, {r({10, 3}), torch::tensor({{1, 7}, {0, 9}}, torch::kLong)}, {}, [](auto& x) {
          return x[0].index_select(0, x[1].view(-1)).view({2, 2, 3});
        }},

@@ -11,6 +11,7 @@
 #include "trainc/compile/codegen/strided_access.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
+#include "trainc/compile/passes/products_to_float.h"
 #include "trainc/compile/passes/rematerialize.h"
 #include "trainc/compile/passes/sink_pointwise.h"
 #include "trainc/compile/passes/slice_grads_to_concat.h"
@@ -24,6 +25,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 TensorType f32(std::vector<int64_t> shape) { return {DType::f32, std::move(shape)}; }
+TensorType bf16(std::vector<int64_t> shape) { return {DType::bf16, std::move(shape)}; }
 
 Attributes ints(std::vector<int64_t> values, bool keepdim = false) {
   Attributes attrs;
@@ -320,7 +322,6 @@ TEST_CASE("the transpose of a product is made as the product of the transposes",
 TEST_CASE("a cast between a product and its transpose moves past the transpose", "[unit][fusion]") {
   //   permute(cast(matmul(x^T, g), f32), {1, 0})   ->   cast(matmul(permute(g), permute(x^T)), f32)
   // (autocast's weight gradient: a bf16 product, cast to float32, transposed)
-  const auto bf16 = [](std::vector<int64_t> shape) { return TensorType{DType::bf16, std::move(shape)}; };
   Graph g;
   const ValueId x = g.add_input("x", bf16({8, 3}));
   const ValueId grad = g.add_input("g", bf16({8, 5}));
@@ -367,6 +368,38 @@ TEST_CASE("a leading-axis sum of a bf16 value cast to float32 sums the bf16 valu
   only_leading.mark_output(only_leading.add(Op::sum, {only_leading.add(Op::cast, {y}, to_f32)}, ints({0})));
   const Graph plain = sums_of_widened(only_leading);
   CHECK(plain.size() == 2);  // the input and one sum_to_float: the cast is gone
+}
+
+TEST_CASE("a float32 cast of a bf16 matrix product is one product to float32", "[unit][fusion]") {
+  // g: bf16 [5, 4], x: bf16 [4, 3]; cast(g x, f32) is a weight gradient under autocast.
+  Graph g;
+  const ValueId grad = g.add_input("g", bf16({5, 4}));
+  const ValueId x = g.add_input("x", bf16({4, 3}));
+  Attributes to_f32;
+  to_f32.dtype = DType::f32;
+  const ValueId product = g.add(Op::matmul, {grad, x});
+  g.mark_output(g.add(Op::cast, {product}, to_f32));
+  const Graph rewritten = products_to_float(g);
+  verify(rewritten);
+  REQUIRE(rewritten.size() == 3);  // the inputs and the product: no cast, no bf16 product left
+  const Node& result = rewritten.node(rewritten.outputs()[0]);
+  CHECK(result.op == Op::matmul_to_float);
+  CHECK(result.inputs == std::vector<ValueId>{grad, x});
+  CHECK(result.type == f32({5, 3}));
+  // Left alone: a product something else reads in bf16, a cast to another dtype, a batched product.
+  Graph shared = g;
+  shared.mark_output(product);
+  CHECK(to_text(products_to_float(shared)) == to_text(shared));
+  Graph to_f16;
+  Attributes f16_attrs;
+  f16_attrs.dtype = DType::f16;
+  to_f16.mark_output(to_f16.add(Op::cast, {to_f16.add(Op::matmul, {to_f16.add_input("g", bf16({5, 4})), to_f16.add_input("x", bf16({4, 3}))})},
+                                f16_attrs));
+  CHECK(to_text(products_to_float(to_f16)) == to_text(to_f16));
+  Graph batched;
+  batched.mark_output(batched.add(
+      Op::cast, {batched.add(Op::matmul, {batched.add_input("g", bf16({2, 5, 4})), batched.add_input("x", bf16({2, 4, 3}))})}, to_f32));
+  CHECK(to_text(products_to_float(batched)) == to_text(batched));
 }
 
 TEST_CASE("golden: the C++ of a small softmax kernel", "[unit][fusion]") {

@@ -109,6 +109,10 @@ std::vector<ShapeCase> shape_cases() {
       {Op::linear_cross_entropy_grad, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}, bf16({6})}, f32_loss, {}, "the loss's type"},
       {Op::sum_to_float, {bf16({16, 4, 8})}, ints({0, 1}), f32({8}), ""},
       {Op::sum_to_float, {f32({16, 8})}, ints({0}), {}, "sums bf16 or f16"},
+      {Op::matmul_to_float, {bf16({768, 16}), bf16({16, 3072})}, {}, f32({768, 3072}), ""},
+      {Op::matmul_to_float, {f32({4, 16}), f32({16, 8})}, {}, {}, "multiplies bf16 or f16"},
+      {Op::matmul_to_float, {bf16({2, 4, 16}), bf16({16, 8})}, {}, {}, "multiplies matrices"},
+      {Op::matmul_to_float, {bf16({4, 16}), bf16({15, 8})}, {}, {}, "inner dimensions differ"},
       // The output [2, 3, 4, 8] (192 bf16 elements, 384 bytes), then 24 float32 log-sum-exps in 48.
       {Op::attention_and_lse, {bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8})}, {}, bf16({192 + 48}), ""},
       // 48 bytes of output, padded to 64 (32 elements), then 3 log-sum-exps in 6.

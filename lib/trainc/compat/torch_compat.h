@@ -1,4 +1,5 @@
-// defines: AutocastScope, optimizer_state_key, causal_attention, fused_adamw_update, foreach_mul_, kTorchVersionText
+// defines: AutocastScope, optimizer_state_key, causal_attention, fused_adamw_update, foreach_mul_, matmul_to_float,
+//          matmul_to_float_in_one_gemm, kTorchVersionText
 //
 // The one place where LibTorch versions differ: Debian's LibTorch 1.13 (CPU machines, CI) and the
 // PyTorch 2.x wheel's LibTorch (GPU machines). Everything else in trainc is version-agnostic.
@@ -9,6 +10,8 @@
 #include <torch/version.h>
 
 #include <string>
+#include <type_traits>
+#include <utility>
 
 namespace trainc {
 
@@ -107,6 +110,30 @@ inline void foreach_mul_(at::TensorList tensors, const at::Tensor& factor) {
 #else
   for (const at::Tensor& tensor : tensors) const_cast<at::Tensor&>(tensor).mul_(factor);
 #endif
+}
+
+namespace detail {
+// Whether ATen has mm's out_dtype overload (PyTorch 2.8 and later): bf16 or f16 operands, a
+// float32 result from the GEMM itself. Asked of the declaration, so no version number is assumed.
+template <typename Tensor, typename = void>
+struct has_mm_out_dtype : std::false_type {};
+template <typename Tensor>
+struct has_mm_out_dtype<Tensor, std::void_t<decltype(at::mm(std::declval<const Tensor&>(), std::declval<const Tensor&>(), at::kFloat))>>
+    : std::true_type {};
+}  // namespace detail
+
+// Whether matmul_to_float runs as one GEMM writing float32 for operands on `device`.
+inline bool matmul_to_float_in_one_gemm(const at::Device& device) { return detail::has_mm_out_dtype<at::Tensor>::value && device.is_cuda(); }
+
+// The product of two bf16 or f16 matrices in float32, not rounded to the operands' dtype: on a GPU
+// with mm's out_dtype, the GEMM accumulates in float32 (as it always does) and stores that; elsewhere
+// the rounded product is cast, as eager's autocast computes it.
+template <typename Tensor = at::Tensor>
+inline at::Tensor matmul_to_float(const Tensor& a, const Tensor& b) {
+  if constexpr (detail::has_mm_out_dtype<Tensor>::value) {
+    if (a.is_cuda()) return at::mm(a, b, at::kFloat);
+  }
+  return at::mm(a, b).to(at::kFloat);
 }
 
 // Causal self-attention over [batch, heads, time, head_dim]. LibTorch 2.x picks a fused kernel

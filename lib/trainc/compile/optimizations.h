@@ -27,6 +27,8 @@ enum class Optimization {
   rematerialize,       // inductor, GPU: stored pointwise values recomputed by their readers (passes/rematerialize)
   attention_lse,       // planner, GPU: attention's output and log-sum-exp kept for its backward (passes/attention_lse_in_forward;
                        // off with attention_choice too, since it calls the kernels directly)
+  matmul_to_float,     // inductor: float32 casts of bf16 products made by the GEMM (passes/products_to_float)
+  saved_casts,         // partition: parameters cast to bf16 by the forward saved for the backward, not cast again
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

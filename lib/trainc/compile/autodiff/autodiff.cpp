@@ -320,6 +320,7 @@ bool has_gradient_rule(Op op) {
     case Op::linear_cross_entropy_grad_from_dlogits:
     case Op::attention_and_lse:
     case Op::attention_grad_from_lse:
+    case Op::matmul_to_float:
       return false;
     default:
       return true;

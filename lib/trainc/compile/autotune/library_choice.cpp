@@ -30,7 +30,7 @@ std::vector<std::string> candidate_names(const ir::Node& node, const std::vector
         names.push_back(attention_backend_name(backend));
       }
     }
-  } else if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias) {
+  } else if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias || node.op == ir::Op::matmul_to_float) {
     names = blas_libraries(device);
   } else if ((node.op == ir::Op::sum || node.op == ir::Op::sum_to_float) && optimization_enabled(Optimization::column_sums) &&
              column_sums_supported(inputs[0], node.attrs.ints)) {

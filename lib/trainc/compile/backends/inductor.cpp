@@ -10,6 +10,7 @@
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
+#include "trainc/compile/passes/products_to_float.h"
 #include "trainc/compile/passes/rematerialize.h"
 #include "trainc/compile/passes/sink_pointwise.h"
 #include "trainc/compile/passes/sums_of_widened.h"
@@ -56,6 +57,7 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std
   ProgramBuild build;
   build.graph = ir::transpose_products(ir::slice_grads_to_concat(program));
   if (optimization_enabled(Optimization::sum_to_float)) build.graph = ir::sums_of_widened(build.graph);
+  if (optimization_enabled(Optimization::matmul_to_float)) build.graph = ir::products_to_float(build.graph);
   build.graph = ir::sink_pointwise(build.graph);
   ir::verify(build.graph);
   build.schedule = schedule_kernels(build.graph);

@@ -41,6 +41,8 @@
 //                out as linear_cross_entropy_layout says (graph.h)
 //   linear_cross_entropy_grad_from_dlogits  (that buffer, x, weight, grad [N]) -> as
 //                linear_cross_entropy_grad: x's and the weight's gradients from the saved ones
+//   matmul_to_float  a bf16 or f16 [m, k] x [k, n] -> f32 [m, n]: the product accumulated and
+//                returned in float32, as cast(matmul(a, b), f32) without rounding to a's dtype first
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -87,6 +89,12 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       require(in[0].dtype == DType::bf16 || in[0].dtype == DType::f16, "sum_to_float sums bf16 or f16, got " + in[0].str());
       const TensorType reduced = infer_type(Op::sum, in, attrs);
       return {DType::f32, reduced.shape};
+    }
+    case Op::matmul_to_float: {
+      require(in[0].rank() == 2 && in[1].rank() == 2, "matmul_to_float multiplies matrices, got " + in[0].str() + " x " + in[1].str());
+      require(in[0].dtype == DType::bf16 || in[0].dtype == DType::f16, "matmul_to_float multiplies bf16 or f16, got " + in[0].str());
+      const TensorType product = infer_type(Op::matmul, in, attrs);
+      return {DType::f32, product.shape};
     }
     case Op::matmul_bias:
       require(in[2].rank() == 1 && in[2].dtype == in[0].dtype && in[2].shape[0] == in[1].shape.back(),

@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "trainc/compile/optimizations.h"
 #include "trainc/compile/passes/dce.h"
 #include "trainc/compile/passes/rebuild.h"
 
@@ -24,6 +25,14 @@ bool recomputable(Op op) {
     default:
       return false;
   }
+}
+
+// A float32 step input, or a view of one, cast to bf16 or f16: autocast's weights.
+bool narrowed_step_input(const Graph& g, const ir::Node& node) {
+  if (node.op != Op::cast || (node.type.dtype != ir::DType::bf16 && node.type.dtype != ir::DType::f16)) return false;
+  ValueId source = node.inputs[0];
+  while (ir::op_kind(g.node(source).op) == OpKind::kView) source = g.node(source).inputs[0];
+  return g.node(source).op == Op::input && g.type(source).dtype == ir::DType::f32;
 }
 
 enum class Source { none, step_input, saved, recomputed };
@@ -53,13 +62,14 @@ StepPrograms partition(const JointGraph& joint) {
 
   // What the backward reads from the forward side, and how it gets it.
   std::vector<Source> source(n, Source::none);
+  const bool save_casts = optimization_enabled(Optimization::saved_casts);
   std::function<void(ValueId)> need = [&](ValueId id) {
     Source& s = source[static_cast<std::size_t>(id)];
     if (s != Source::none) return;
     const ir::Node& node = g.node(id);
     if (node.op == Op::input) {
       s = Source::step_input;
-    } else if (recomputable(node.op)) {
+    } else if (recomputable(node.op) && !(save_casts && narrowed_step_input(g, node))) {
       s = Source::recomputed;
       for (ValueId input : node.inputs) need(input);
     } else {

@@ -175,6 +175,7 @@ at::Tensor run_permute(const Inputs& in, const Attributes& a, at::Device device)
 at::Tensor run_expand(const Inputs& in, const Attributes& a, at::Device device) { return in[0].expand(a.ints); }
 at::Tensor run_slice(const Inputs& in, const Attributes& a, at::Device device) { return in[0].slice(a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
 at::Tensor run_matmul(const Inputs& in, const Attributes& a, at::Device device) { return at::matmul(in[0], in[1]); }
+at::Tensor run_matmul_to_float(const Inputs& in, const Attributes& a, at::Device device) { return matmul_to_float(in[0], in[1]); }
 at::Tensor run_embedding(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding(in[0], in[1]); }
 at::Tensor run_attention(const Inputs& in, const Attributes& a, at::Device device) { return attention(in, a); }
 at::Tensor run_attention_grad(const Inputs& in, const Attributes& a, at::Device device) { return attention_grad(in, a); }
@@ -284,7 +285,7 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
     return node.attrs.keepdim ? out.view(node.type.shape) : out;
   }
   if (variant == "aten") return execute_node(node, inputs, device);
-  TRAINC_CHECK(node.op == Op::matmul || node.op == Op::matmul_bias, std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
+  TRAINC_CHECK(node.op == Op::matmul || node.op == Op::matmul_bias || node.op == Op::matmul_to_float, std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
   BlasLibraryScope library(variant);
   return execute_node(node, inputs, device);
 }
