@@ -112,7 +112,7 @@ TEST_CASE("the last partial batch compiles again and says why", "[e2e][compile]"
   CHECK_THAT(dropped.out, !Contains("new input signature"));
 }
 
-TEST_CASE("a graph break names the op and module and runs eagerly; fullgraph stops with exit 2", "[e2e][compile]") {
+TEST_CASE("a graph break names the op and module and runs eagerly, and fullgraph stops with exit 2", "[e2e][compile]") {
   ScratchDir dir;
   const std::string config = torchscript_config(dir, true);
   CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --torch-compile-backend aot_eager");

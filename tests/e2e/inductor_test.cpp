@@ -49,7 +49,7 @@ std::vector<std::string> leftovers(const std::string& cache) {
 
 }  // namespace
 
-TEST_CASE("inductor trains gpt with eager's loss curve; a second run compiles nothing", "[e2e][inductor]") {
+TEST_CASE("inductor trains gpt with eager's loss curve, and a second run compiles nothing", "[e2e][inductor]") {
   ScratchDir dir;
   const std::string config = gpt_config(dir);
   const std::string cache = dir.file("cache");
@@ -118,7 +118,7 @@ TEST_CASE("two runs sharing a kernel cache at once both succeed and leave it who
   CHECK(third_compiles[0]["kernel_libraries_compiled"] == 0);
 }
 
-TEST_CASE("a compiler failure shows the compiler's log and the generated source; a bad cache dir is a usage error", "[e2e][inductor]") {
+TEST_CASE("a compiler failure shows the compiler's log and the generated source, and a bad cache dir is a usage error", "[e2e][inductor]") {
   ScratchDir dir;
   const std::string compiler = dir.write("broken-c++",
                                          "#!/bin/sh\n"
@@ -140,7 +140,7 @@ TEST_CASE("a compiler failure shows the compiler's log and the generated source;
   CHECK_THAT(unwritable.err, Contains("TRAINC_CACHE_DIR: cannot create the kernel cache directory /proc/trainc-cache/cpu-kernels"));
 }
 
-TEST_CASE("explain shows inductor's fused programs; --dump-dir writes the generated C++", "[e2e][inductor]") {
+TEST_CASE("explain shows inductor's fused programs, and --dump-dir writes the generated C++", "[e2e][inductor]") {
   ScratchDir dir;
   const CommandResult explained = run_trainc("explain --config " + gpt_config(dir) + " --torch-compile-backend inductor");
   INFO(explained.out << explained.err);
@@ -154,7 +154,7 @@ TEST_CASE("explain shows inductor's fused programs; --dump-dir writes the genera
   CHECK_THAT(read_text(dir.file("dump") + "/compile-1-backward.cpp"), Contains("#pragma omp simd"));
 }
 
-TEST_CASE("TRAINC_DISABLE_OPTIMIZATIONS turns optimizations off, the loss curve stays eager's; an unknown name is a usage error", "[e2e][inductor]") {
+TEST_CASE("TRAINC_DISABLE_OPTIMIZATIONS turns optimizations off, the loss curve stays eager's, and an unknown name is a usage error", "[e2e][inductor]") {
   ScratchDir dir;
   const std::string config = gpt_config(dir);
   const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager"));

@@ -408,7 +408,7 @@ TEST_CASE("attention_and_lse leaves no byte of its buffer unset", "[unit][ir][at
   CHECK(packed.narrow(0, 32, 6).view(torch::kFloat).isnan().all().item<bool>());
 }
 
-TEST_CASE("a concatenation of adjacent views is a view of their buffer; attention's gradients lie side by side", "[unit][ir][aten]") {
+TEST_CASE("a concatenation of adjacent views is a view of their buffer, and attention's gradients lie side by side", "[unit][ir][aten]") {
   const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
   const at::Tensor buffer = torch::randn({2, 4, 6}, f64);
   const std::vector<at::Tensor> parts = {buffer.narrow(2, 0, 2), buffer.narrow(2, 2, 3), buffer.narrow(2, 5, 1)};

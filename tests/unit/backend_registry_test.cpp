@@ -50,7 +50,7 @@ TEST_CASE("reduce-overhead and cudagraphs make the step a CUDA graph on cuda", "
   CHECK_FALSE(select_backend(compiled("aot_eager", std::nullopt), "cuda").whole_step_graph());
 }
 
-TEST_CASE("on the CPU reduce-overhead warns and runs mode default; cudagraphs is refused", "[compile][registry]") {
+TEST_CASE("on the CPU reduce-overhead warns and runs mode default, and cudagraphs is refused", "[compile][registry]") {
   const BackendChoice choice = select_backend(compiled("aot_eager", "reduce-overhead"), "cpu");
   CHECK(choice.mode == "default");
   CHECK_FALSE(choice.whole_step_graph());

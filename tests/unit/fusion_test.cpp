@@ -73,7 +73,7 @@ TEST_CASE("a chain of pointwise ops is one kernel that stores only what leaves i
   CHECK_FALSE(s.kernels[0].has_reduction());
 }
 
-TEST_CASE("matmul stays an ATen call; the bias and activation after it fuse", "[unit][fusion]") {
+TEST_CASE("matmul stays an ATen call, and the bias and activation after it fuse", "[unit][fusion]") {
   //   x ──matmul──add──relu──> out
   //   w ──┘  b ───┘
   Graph g;
@@ -85,7 +85,7 @@ TEST_CASE("matmul stays an ATen call; the bias and activation after it fuse", "[
   CHECK(steps_of(g, s) == std::vector<std::string>{"aten:matmul", "add relu"});
 }
 
-TEST_CASE("a cast into bf16 joins the kernel of the value it casts; of a parameter or a view, it stays ATen's", "[unit][fusion]") {
+TEST_CASE("a cast into bf16 joins the kernel of the value it casts, and of a parameter or a view, it stays ATen's", "[unit][fusion]") {
   //   x ──exp──cast(bf16)──> out           (an activation under autocast: one kernel, exp never stored)
   //   w ──cast(bf16)──> w16                (a weight for a GEMM: ATen keeps its strides)
   //   x ──exp──permute──cast(bf16)──> t16  (a view: ATen keeps the view's strides too)
@@ -217,7 +217,7 @@ TEST_CASE("a value stored only for a later pointwise kernel is recomputed there 
   CHECK(steps_of(moved.graph, schedule_kernels(moved.graph, moved.copies)) == std::vector<std::string>{"aten:matmul", "exp mul"});
 }
 
-TEST_CASE("views compose into strides over their base; a reshape no strides express copies", "[unit][fusion]") {
+TEST_CASE("views compose into strides over their base, and a reshape no strides express copies", "[unit][fusion]") {
   //   x[4,6] ──permute──slice(dim 1, 1:4:2)     x ──permute──reshape[24] (not a view)
   Graph g;
   const ValueId x = g.add_input("x", f32({4, 6}));
