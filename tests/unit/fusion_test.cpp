@@ -370,6 +370,30 @@ TEST_CASE("a leading-axis sum of a bf16 value cast to float32 sums the bf16 valu
   CHECK(plain.size() == 2);  // the input and one sum_to_float: the cast is gone
 }
 
+TEST_CASE("a widened leading-axis sum of a bf16 value is one sum to float32", "[unit][fusion]") {
+  // cast(sum(g: bf16 [6, 8], {0}), f32): a bias gradient under autocast.
+  Graph g;
+  const ValueId grad = g.add_input("g", bf16({6, 8}));
+  Attributes to_f32;
+  to_f32.dtype = DType::f32;
+  const ValueId sum = g.add(Op::sum, {grad}, ints({0}));
+  g.mark_output(g.add(Op::cast, {sum}, to_f32));
+  const Graph rewritten = sums_of_widened(g);
+  verify(rewritten);
+  REQUIRE(rewritten.size() == 2);
+  const Node& result = rewritten.node(rewritten.outputs()[0]);
+  CHECK(result.op == Op::sum_to_float);
+  CHECK(result.inputs == std::vector<ValueId>{grad});
+  CHECK(result.type == f32({8}));
+  // Left alone: a bf16 sum something else reads, and a trailing sum (a kernel's).
+  Graph shared = g;
+  shared.mark_output(sum);
+  CHECK(to_text(sums_of_widened(shared)) == to_text(shared));
+  Graph trailing;
+  trailing.mark_output(trailing.add(Op::cast, {trailing.add(Op::sum, {trailing.add_input("g", bf16({6, 8}))}, ints({1}))}, to_f32));
+  CHECK(to_text(sums_of_widened(trailing)) == to_text(trailing));
+}
+
 TEST_CASE("a float32 cast of a bf16 matrix product is one product to float32", "[unit][fusion]") {
   // g: bf16 [5, 4], x: bf16 [4, 3]; cast(g x, f32) is a weight gradient under autocast.
   Graph g;

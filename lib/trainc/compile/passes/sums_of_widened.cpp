@@ -6,16 +6,37 @@
 
 namespace trainc::ir {
 
+namespace {
+
+bool low_precision(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
+
+}  // namespace
+
 Graph sums_of_widened(const Graph& graph) {
+  const auto n = static_cast<std::size_t>(graph.size());
+  std::vector<int> uses(n, 0);
+  for (const Node& node : graph.nodes()) {
+    for (ValueId in : node.inputs) ++uses[static_cast<std::size_t>(in)];
+  }
+  for (ValueId out : graph.outputs()) ++uses[static_cast<std::size_t>(out)];
   Graph result;
-  std::vector<ValueId> new_id(static_cast<std::size_t>(graph.size()), -1);
+  std::vector<ValueId> new_id(n, -1);
   for (ValueId id = 0; id < graph.size(); ++id) {
     const Node& node = graph.node(id);
+    // A leading sum of a bf16 value, rounded to bf16 and then widened (a bias gradient under
+    // autocast): the float32 sum itself, as it was before the rounding.
+    if (node.op == Op::cast && node.type.dtype == DType::f32) {
+      const Node& sum = graph.node(node.inputs[0]);
+      if (sum.op == Op::sum && !trailing_split(graph, sum) && uses[static_cast<std::size_t>(node.inputs[0])] == 1 &&
+          low_precision(graph.type(sum.inputs[0]).dtype)) {
+        new_id[static_cast<std::size_t>(id)] = result.add(Op::sum_to_float, {new_id[static_cast<std::size_t>(sum.inputs[0])]}, sum.attrs);
+        continue;
+      }
+    }
     // Only the sums the scheduler leaves to ATen: a kernel's reduction casts as it reads anyway.
     if (node.op == Op::sum && !trailing_split(graph, node)) {
       const Node& input = graph.node(node.inputs[0]);
-      const bool widened = input.op == Op::cast && input.type.dtype == DType::f32 &&
-                           (graph.type(input.inputs[0]).dtype == DType::bf16 || graph.type(input.inputs[0]).dtype == DType::f16);
+      const bool widened = input.op == Op::cast && input.type.dtype == DType::f32 && low_precision(graph.type(input.inputs[0]).dtype);
       if (widened) {
         new_id[static_cast<std::size_t>(id)] = result.add(Op::sum_to_float, {new_id[static_cast<std::size_t>(input.inputs[0])]}, node.attrs);
         continue;

@@ -6,7 +6,11 @@
 // copy then need not be stored for the sum: the kernel that made the cast stores it only if
 // something else still reads it. A layer norm's bias gradient is the common case (its kernel
 // stored the float32 gradient, twice the bytes of the bf16 one, only for this sum).
+// The same for a float32 cast of such a sum that nothing else reads (a bias gradient under
+// autocast: the bias is cast to bf16 for its GEMM, so its gradient is summed in bf16 and widened):
+// the float32 sum, not rounded to bf16 first, and no kernel launched for the cast.
 // Example: sum(cast(x: bf16 [16, 1024, 768], f32), {0, 1})   becomes   sum_to_float(x, {0, 1})
+//          cast(sum(x, {0, 1}), f32)                          becomes   sum_to_float(x, {0, 1})
 #pragma once
 
 #include "trainc/compile/ir/graph.h"
