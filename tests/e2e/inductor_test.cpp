@@ -167,13 +167,13 @@ TEST_CASE("TRAINC_DISABLE_OPTIMIZATIONS turns optimizations off, the loss curve 
 
   const std::string all =
       "TRAINC_DISABLE_OPTIMIZATIONS='fused_head, dlogits_in_forward,bias_epilogue,attention_choice,column_sums,sum_to_float,rematerialize,"
-      "attention_lse,matmul_to_float,saved_casts,'";
+      "attention_lse,matmul_to_float,saved_casts,normalization_grad,'";
   const CommandResult without = run_with_cache(dir.file("cache"), compiled + dir.file("dump-without") + " --output-dir " + dir.file("without"), all);
   INFO(without.out << without.err);
   REQUIRE(without.exit_code == 0);
   CHECK_THAT(without.out + without.err, Contains("compile: running without the optimizations TRAINC_DISABLE_OPTIMIZATIONS names: fused_head, "
                                                  "dlogits_in_forward, bias_epilogue, attention_choice, column_sums, sum_to_float, rematerialize, "
-                                                 "attention_lse, matmul_to_float, saved_casts\n"));
+                                                 "attention_lse, matmul_to_float, saved_casts, normalization_grad\n"));
   const std::string joint_without = read_text(dir.file("dump-without") + "/compile-1-joint.txt");
   CHECK_THAT(joint_without, !Contains("linear_cross_entropy") && !Contains("matmul_bias("));
   const std::vector<double> expected = losses(read_metrics(dir.file("eager")));

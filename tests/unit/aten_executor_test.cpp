@@ -310,6 +310,54 @@ TEST_CASE("linear_cross_entropy_and_dlogits gives linear_cross_entropy's losses 
   }
 }
 
+// A layer norm as the import builds it, differentiated: x's gradient is the closed form (two sums
+// over the rows, none through the mean or the variance), equal to ATen's layer_norm backward in
+// float64; an x whose mean is read elsewhere too keeps the op-by-op rule.
+TEST_CASE("a normalization's input gradient is its closed form, equal to ATen's", "[unit][ir][aten][autodiff]") {
+  const auto build = [](bool mean_read_elsewhere) {
+    Graph forward;
+    const ValueId x = forward.add_input("x", {DType::f64, {6, 10}});
+    const ValueId w = forward.add_input("w", {DType::f64, {10}});
+    const ValueId probe = forward.add_input("probe", {DType::f64, {6, 10}});
+    Attributes rows, all, f64_constant;
+    rows.ints = {1};
+    rows.keepdim = true;
+    all.ints = {0, 1};
+    const auto constant = [&](double value) {
+      Attributes a;
+      a.scalar = value;
+      a.dtype = DType::f64;
+      return forward.add(Op::constant, {}, a);
+    };
+    const ValueId mean = forward.add(Op::div, {forward.add(Op::sum, {x}, rows), constant(10)});
+    const ValueId centered = forward.add(Op::sub, {x, mean});
+    const ValueId variance = forward.add(Op::div, {forward.add(Op::sum, {forward.add(Op::mul, {centered, centered})}, rows), constant(10)});
+    const ValueId xhat = forward.add(Op::mul, {centered, forward.add(Op::rsqrt, {forward.add(Op::add, {variance, constant(1e-5)})})});
+    ValueId loss = forward.add(Op::sum, {forward.add(Op::mul, {forward.add(Op::mul, {xhat, w}), probe})}, all);
+    if (mean_read_elsewhere) loss = forward.add(Op::add, {loss, forward.add(Op::sum, {mean}, all)});
+    forward.mark_output(loss);
+    return trainc::differentiate(forward, {true, true, false});
+  };
+  const at::Tensor x = torch::randn({6, 10}, torch::kDouble), w = torch::randn({10}, torch::kDouble), probe = torch::randn({6, 10}, torch::kDouble);
+  const std::vector<at::Tensor> inputs = {x, w, probe, torch::full({}, 1.0, torch::kDouble)};
+  for (const bool mean_read_elsewhere : {false, true}) {
+    INFO("mean read elsewhere: " << mean_read_elsewhere);
+    const trainc::JointGraph joint = build(mean_read_elsewhere);
+    // The op-by-op rule differentiates rsqrt (its -0.5) and reaches x through the variance's and
+    // the mean's gradients; the closed form does neither.
+    bool through_rsqrt = false;
+    for (const Node& node : joint.graph.nodes()) through_rsqrt = through_rsqrt || (node.op == Op::constant && node.attrs.scalar == -0.5);
+    CHECK(through_rsqrt == mean_read_elsewhere);
+    const std::vector<at::Tensor> got = execute_with_aten(joint.graph, inputs);
+    at::Tensor xg = x.clone().requires_grad_(true), wg = w.clone().requires_grad_(true);
+    at::Tensor loss = (at::layer_norm(xg, {10}, wg, {}, 1e-5) * probe).sum();
+    if (mean_read_elsewhere) loss = loss + xg.mean(1, true).sum();
+    loss.backward();
+    CHECK(torch::allclose(got[1], xg.grad(), 1e-10, 1e-12));
+    CHECK(torch::allclose(got[2], wg.grad(), 1e-10, 1e-12));
+  }
+}
+
 // A joint graph with a head whose loss is differentiated: after dlogits_in_forward the backward
 // reads the forward's gradient (no linear_cross_entropy_grad is left), and the graph computes the
 // same loss and gradients.
