@@ -358,6 +358,36 @@ TEST_CASE("a normalization's input gradient is its closed form, equal to ATen's"
   }
 }
 
+// An eps that is not a constant (here learned: exp(log_eps)) is not the closed form's: the rules
+// give x and log_eps their gradients.
+TEST_CASE("a normalization with a learned eps keeps the op-by-op gradient", "[unit][ir][aten][autodiff]") {
+  Graph forward;
+  const ValueId x = forward.add_input("x", {DType::f64, {6, 10}});
+  const ValueId log_eps = forward.add_input("log_eps", {DType::f64, {}});
+  const ValueId probe = forward.add_input("probe", {DType::f64, {6, 10}});
+  Attributes rows, all, ten;
+  rows.ints = {1};
+  rows.keepdim = true;
+  all.ints = {0, 1};
+  ten.scalar = 10;
+  ten.dtype = DType::f64;
+  const ValueId count = forward.add(Op::constant, {}, ten);
+  const ValueId centered = forward.add(Op::sub, {x, forward.add(Op::div, {forward.add(Op::sum, {x}, rows), count})});
+  const ValueId variance = forward.add(Op::div, {forward.add(Op::sum, {forward.add(Op::mul, {centered, centered})}, rows), count});
+  // eps first: the side a constant eps may take too.
+  const ValueId rstd = forward.add(Op::rsqrt, {forward.add(Op::add, {forward.add(Op::exp, {log_eps}), variance})});
+  forward.mark_output(forward.add(Op::sum, {forward.add(Op::mul, {forward.add(Op::mul, {centered, rstd}), probe})}, all));
+  const trainc::JointGraph joint = trainc::differentiate(forward, {true, true, false});
+  REQUIRE(joint.gradient_inputs == std::vector<int>{0, 1});
+  const at::Tensor xv = torch::randn({6, 10}, torch::kDouble), probe_v = torch::randn({6, 10}, torch::kDouble);
+  const std::vector<at::Tensor> got = execute_with_aten(joint.graph, {xv, torch::full({}, -2.0, torch::kDouble), probe_v, torch::full({}, 1.0, torch::kDouble)});
+  at::Tensor xg = xv.clone().requires_grad_(true), eps_g = torch::full({}, -2.0, torch::kDouble).requires_grad_(true);
+  const at::Tensor c = xg - xg.mean(1, true);
+  ((c * at::rsqrt((c * c).mean(1, true) + eps_g.exp())) * probe_v).sum().backward();
+  CHECK(torch::allclose(got[1], xg.grad(), 1e-10, 1e-12));
+  CHECK(torch::allclose(got[2], eps_g.grad(), 1e-10, 1e-12));
+}
+
 // A joint graph with a head whose loss is differentiated: after dlogits_in_forward the backward
 // reads the forward's gradient (no linear_cross_entropy_grad is left), and the graph computes the
 // same loss and gradients.

@@ -41,7 +41,7 @@ class ScopedVariable {
 
 // A linear layer under autocast: loss = sum(cast(x W16^T, f32)^2) with W16 = cast(W, bf16).
 //   x: bf16 [6, 4] (its gradient reads W16), W: f32 [3, 4] (a parameter)
-JointGraph autocast_linear() {
+JointGraph autocast_linear(bool w_needs_grad = true) {
   Graph forward;
   const ValueId x = forward.add_input("x", {DType::bf16, {6, 4}});
   const ValueId w = forward.add_input("w", {DType::f32, {3, 4}});
@@ -53,7 +53,7 @@ JointGraph autocast_linear() {
   const ValueId w16 = forward.add(Op::cast, {w}, to_bf16);
   const ValueId y = forward.add(Op::cast, {forward.add(Op::matmul, {x, forward.add(Op::permute, {w16}, swap)})}, to_f32);
   forward.mark_output(forward.add(Op::sum, {forward.add(Op::mul, {y, y})}, all));
-  return differentiate(forward, {true, true});
+  return differentiate(forward, {true, w_needs_grad});
 }
 
 // Casts of the parameter `w` (input 1) in `graph`.
@@ -103,6 +103,8 @@ TEST_CASE("a parameter cast to bf16 by the forward is saved for the backward, no
   }
   CHECK(casts_of_parameter(recast.backward) == 1);
   CHECK(recast.saved == saved.saved - 1);
+  // A float32 input the step does not differentiate (data, not a parameter) is cast again.
+  CHECK(casts_of_parameter(partition(autocast_linear(/*w_needs_grad=*/false)).backward) == 1);
 
   for (const StepPrograms* programs : std::vector<const StepPrograms*>{&saved, &recast}) {
     const std::vector<at::Tensor> got = run_programs(*programs, step_inputs, seed);

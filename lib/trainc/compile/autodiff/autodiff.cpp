@@ -188,7 +188,10 @@ std::optional<Normalization> match_normalization(const Graph& g, const std::vect
     if (!op_is(centered, Op::sub) || uses[static_cast<std::size_t>(centered)] != 3 || !op_is(n.rstd, Op::rsqrt) || !used_once(n.rstd)) continue;
     const ValueId shifted = g.node(n.rstd).inputs[0];
     if (!op_is(shifted, Op::add) || !used_once(shifted)) continue;
-    const ValueId variance = op_is(g.node(shifted).inputs[1], Op::constant) ? g.node(shifted).inputs[0] : g.node(shifted).inputs[1];
+    // eps: a constant, one side or the other (anything else may vary along the row or need a gradient).
+    const ValueId left = g.node(shifted).inputs[0], right = g.node(shifted).inputs[1];
+    if (op_is(left, Op::constant) == op_is(right, Op::constant)) continue;
+    const ValueId variance = op_is(right, Op::constant) ? left : right;
     const ValueId square = mean_of(variance, n);
     if (square < 0 || !op_is(square, Op::mul) || !used_once(square) || g.node(square).inputs[0] != centered || g.node(square).inputs[1] != centered) {
       continue;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/torch_compat.h"
 #include "trainc/compile/codegen/cpp_kernels.h"
 #include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/optimizations.h"
@@ -57,7 +58,11 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std
   ProgramBuild build;
   build.graph = ir::transpose_products(ir::slice_grads_to_concat(program));
   if (optimization_enabled(Optimization::sum_to_float)) build.graph = ir::sums_of_widened(build.graph);
-  if (optimization_enabled(Optimization::matmul_to_float)) build.graph = ir::products_to_float(build.graph);
+  // Only where one GEMM writes the float32 product: elsewhere the cast would run inside the extern
+  // op instead of fusing into the kernel that reads it.
+  if (matmul_to_float_in_one_gemm(device) && optimization_enabled(Optimization::matmul_to_float)) {
+    build.graph = ir::products_to_float(build.graph);
+  }
   build.graph = ir::sink_pointwise(build.graph);
   ir::verify(build.graph);
   build.schedule = schedule_kernels(build.graph);

@@ -1,5 +1,6 @@
 #include "trainc/compile/partition/partition.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "trainc/compile/optimizations.h"
@@ -27,12 +28,14 @@ bool recomputable(Op op) {
   }
 }
 
-// A float32 step input, or a view of one, cast to bf16 or f16: autocast's weights.
-bool narrowed_step_input(const Graph& g, const ir::Node& node) {
+// A float32 parameter (an input the step differentiates), or a reshaped, permuted or sliced view
+// of one, cast to bf16 or f16: autocast's weights. Not a batch's data, which costs nothing to keep
+// in float32, and not an expanded view, which may be far larger than the parameter.
+bool narrowed_parameter(const Graph& g, const std::vector<bool>& parameter, const ir::Node& node) {
   if (node.op != Op::cast || (node.type.dtype != ir::DType::bf16 && node.type.dtype != ir::DType::f16)) return false;
   ValueId source = node.inputs[0];
-  while (ir::op_kind(g.node(source).op) == OpKind::kView) source = g.node(source).inputs[0];
-  return g.node(source).op == Op::input && g.type(source).dtype == ir::DType::f32;
+  while (ir::op_kind(g.node(source).op) == OpKind::kView && g.node(source).op != Op::expand) source = g.node(source).inputs[0];
+  return g.node(source).op == Op::input && parameter[static_cast<std::size_t>(source)] && g.type(source).dtype == ir::DType::f32;
 }
 
 enum class Source { none, step_input, saved, recomputed };
@@ -63,13 +66,19 @@ StepPrograms partition(const JointGraph& joint) {
   // What the backward reads from the forward side, and how it gets it.
   std::vector<Source> source(n, Source::none);
   const bool save_casts = optimization_enabled(Optimization::saved_casts);
+  std::vector<bool> parameter(n, false);
+  for (ValueId id = 0; id < g.size(); ++id) {
+    const int position = input_position[static_cast<std::size_t>(id)];
+    parameter[static_cast<std::size_t>(id)] =
+        position >= 0 && std::find(joint.gradient_inputs.begin(), joint.gradient_inputs.end(), position) != joint.gradient_inputs.end();
+  }
   std::function<void(ValueId)> need = [&](ValueId id) {
     Source& s = source[static_cast<std::size_t>(id)];
     if (s != Source::none) return;
     const ir::Node& node = g.node(id);
     if (node.op == Op::input) {
       s = Source::step_input;
-    } else if (recomputable(node.op) && !(save_casts && narrowed_step_input(g, node))) {
+    } else if (recomputable(node.op) && !(save_casts && narrowed_parameter(g, parameter, node))) {
       s = Source::recomputed;
       for (ValueId input : node.inputs) need(input);
     } else {

@@ -5,7 +5,8 @@
 // (the gradients). What crosses between them is chosen here: results of extern ops, reductions and
 // random draws are saved; cheap pointwise values and views are recomputed in the backward from
 // what is saved, which keeps fewer large tensors alive between the two programs. One exception:
-// a step input (a parameter) cast to bf16 or f16, as autocast casts the weights, is saved. It costs
+// a parameter (a step input with a gradient) cast to bf16 or f16, as autocast casts the weights,
+// is saved. It costs
 // half the parameter's bytes, where casting it again costs a kernel launch and a read of the
 // float32 parameter per weight (GPT-2: 98 launches, about 0.3 ms a step, for 0.25 GB).
 #pragma once
