@@ -22,6 +22,15 @@ Graph keep_nodes(const Graph& graph, const std::vector<bool>& keep, const std::v
   return Graph::from_nodes(std::move(nodes), std::move(outputs));
 }
 
+std::vector<int> use_counts(const Graph& graph) {
+  std::vector<int> uses(static_cast<std::size_t>(graph.size()), 0);
+  for (const Node& node : graph.nodes()) {
+    for (ValueId in : node.inputs) ++uses[static_cast<std::size_t>(in)];
+  }
+  for (ValueId out : graph.outputs()) ++uses[static_cast<std::size_t>(out)];
+  return uses;
+}
+
 ValueId copy_node(Graph& result, const Node& node, const std::vector<ValueId>& new_id) {
   if (node.op == Op::input) return result.add_input(node.name, node.type);
   std::vector<ValueId> inputs;

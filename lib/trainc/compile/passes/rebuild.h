@@ -1,4 +1,4 @@
-// defines: keep_nodes, copy_node — the shared parts of the passes that rebuild graphs
+// defines: keep_nodes, copy_node, use_counts — the shared parts of the passes that rebuild graphs
 #pragma once
 
 #include <vector>
@@ -10,6 +10,9 @@ namespace trainc::ir {
 // Rebuilds `graph` keeping the nodes with keep[id], after redirecting every use of value v to
 // replacement[v] (which must be kept and come before its users). Ids are renumbered in order.
 Graph keep_nodes(const Graph& graph, const std::vector<bool>& keep, const std::vector<ValueId>& replacement);
+
+// How many times each value is read: by a node (once per input slot) or as a graph output.
+std::vector<int> use_counts(const Graph& graph);
 
 // Appends `node` to `result` unchanged, its inputs renamed through `new_id`; returns its new id.
 ValueId copy_node(Graph& result, const Node& node, const std::vector<ValueId>& new_id);

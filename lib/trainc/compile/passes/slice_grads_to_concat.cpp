@@ -19,11 +19,7 @@ struct Pieces {
 
 Graph slice_grads_to_concat(const Graph& graph) {
   const auto n = static_cast<std::size_t>(graph.size());
-  std::vector<int> uses(n, 0);
-  for (const Node& node : graph.nodes()) {
-    for (ValueId in : node.inputs) ++uses[static_cast<std::size_t>(in)];
-  }
-  for (ValueId out : graph.outputs()) ++uses[static_cast<std::size_t>(out)];
+  const std::vector<int> uses = use_counts(graph);
 
   std::map<ValueId, Pieces> pieces;
   Graph result;

@@ -7,11 +7,7 @@ namespace trainc::ir {
 
 Graph transpose_products(const Graph& graph) {
   const auto n = static_cast<std::size_t>(graph.size());
-  std::vector<int> uses(n, 0);
-  for (const Node& node : graph.nodes()) {
-    for (ValueId in : node.inputs) ++uses[static_cast<std::size_t>(in)];
-  }
-  for (ValueId out : graph.outputs()) ++uses[static_cast<std::size_t>(out)];
+  const std::vector<int> uses = use_counts(graph);
 
   Graph result;
   std::vector<ValueId> new_id(n, -1);
