@@ -310,6 +310,37 @@ TEST_CASE("linear_cross_entropy_and_dlogits gives linear_cross_entropy's losses 
   }
 }
 
+namespace {
+
+// x [6, 10] normalized over its rows as the import builds a layer norm, adding `eps` to the
+// variance (on the left of the add when eps_first): the mean and x-hat.
+struct NormalizedRows {
+  ValueId mean, xhat;
+};
+
+NormalizedRows normalize_rows(Graph& g, ValueId x, ValueId eps, bool eps_first) {
+  Attributes rows, ten;
+  rows.ints = {1};
+  rows.keepdim = true;
+  ten.scalar = 10;
+  ten.dtype = DType::f64;
+  const ValueId count = g.add(Op::constant, {}, ten);
+  const ValueId mean = g.add(Op::div, {g.add(Op::sum, {x}, rows), count});
+  const ValueId centered = g.add(Op::sub, {x, mean});
+  const ValueId variance = g.add(Op::div, {g.add(Op::sum, {g.add(Op::mul, {centered, centered})}, rows), count});
+  const ValueId shifted = eps_first ? g.add(Op::add, {eps, variance}) : g.add(Op::add, {variance, eps});
+  return {mean, g.add(Op::mul, {centered, g.add(Op::rsqrt, {shifted})})};
+}
+
+// The ops of `graph`, counted.
+std::map<Op, int> op_counts(const Graph& graph) {
+  std::map<Op, int> ops;
+  for (const Node& node : graph.nodes()) ++ops[node.op];
+  return ops;
+}
+
+}  // namespace
+
 // A layer norm as the import builds it, differentiated: x's gradient is the closed form (two sums
 // over the rows, none through the mean or the variance), equal to ATen's layer_norm backward in
 // float64; an x whose mean is read elsewhere too keeps the op-by-op rule.
@@ -319,22 +350,13 @@ TEST_CASE("a normalization's input gradient is its closed form, equal to ATen's"
     const ValueId x = forward.add_input("x", {DType::f64, {6, 10}});
     const ValueId w = forward.add_input("w", {DType::f64, {10}});
     const ValueId probe = forward.add_input("probe", {DType::f64, {6, 10}});
-    Attributes rows, all, f64_constant;
-    rows.ints = {1};
-    rows.keepdim = true;
+    Attributes all, eps;
     all.ints = {0, 1};
-    const auto constant = [&](double value) {
-      Attributes a;
-      a.scalar = value;
-      a.dtype = DType::f64;
-      return forward.add(Op::constant, {}, a);
-    };
-    const ValueId mean = forward.add(Op::div, {forward.add(Op::sum, {x}, rows), constant(10)});
-    const ValueId centered = forward.add(Op::sub, {x, mean});
-    const ValueId variance = forward.add(Op::div, {forward.add(Op::sum, {forward.add(Op::mul, {centered, centered})}, rows), constant(10)});
-    const ValueId xhat = forward.add(Op::mul, {centered, forward.add(Op::rsqrt, {forward.add(Op::add, {variance, constant(1e-5)})})});
-    ValueId loss = forward.add(Op::sum, {forward.add(Op::mul, {forward.add(Op::mul, {xhat, w}), probe})}, all);
-    if (mean_read_elsewhere) loss = forward.add(Op::add, {loss, forward.add(Op::sum, {mean}, all)});
+    eps.scalar = 1e-5;
+    eps.dtype = DType::f64;
+    const NormalizedRows normalized = normalize_rows(forward, x, forward.add(Op::constant, {}, eps), /*eps_first=*/false);
+    ValueId loss = forward.add(Op::sum, {forward.add(Op::mul, {forward.add(Op::mul, {normalized.xhat, w}), probe})}, all);
+    if (mean_read_elsewhere) loss = forward.add(Op::add, {loss, forward.add(Op::sum, {normalized.mean}, all)});
     forward.mark_output(loss);
     return trainc::differentiate(forward, {true, true, false});
   };
@@ -365,18 +387,11 @@ TEST_CASE("a normalization with a learned eps keeps the op-by-op gradient", "[un
   const ValueId x = forward.add_input("x", {DType::f64, {6, 10}});
   const ValueId log_eps = forward.add_input("log_eps", {DType::f64, {}});
   const ValueId probe = forward.add_input("probe", {DType::f64, {6, 10}});
-  Attributes rows, all, ten;
-  rows.ints = {1};
-  rows.keepdim = true;
+  Attributes all;
   all.ints = {0, 1};
-  ten.scalar = 10;
-  ten.dtype = DType::f64;
-  const ValueId count = forward.add(Op::constant, {}, ten);
-  const ValueId centered = forward.add(Op::sub, {x, forward.add(Op::div, {forward.add(Op::sum, {x}, rows), count})});
-  const ValueId variance = forward.add(Op::div, {forward.add(Op::sum, {forward.add(Op::mul, {centered, centered})}, rows), count});
   // eps first: the side a constant eps may take too.
-  const ValueId rstd = forward.add(Op::rsqrt, {forward.add(Op::add, {forward.add(Op::exp, {log_eps}), variance})});
-  forward.mark_output(forward.add(Op::sum, {forward.add(Op::mul, {forward.add(Op::mul, {centered, rstd}), probe})}, all));
+  const NormalizedRows normalized = normalize_rows(forward, x, forward.add(Op::exp, {log_eps}), /*eps_first=*/true);
+  forward.mark_output(forward.add(Op::sum, {forward.add(Op::mul, {normalized.xhat, probe})}, all));
   const trainc::JointGraph joint = trainc::differentiate(forward, {true, true, false});
   REQUIRE(joint.gradient_inputs == std::vector<int>{0, 1});
   const at::Tensor xv = torch::randn({6, 10}, torch::kDouble), probe_v = torch::randn({6, 10}, torch::kDouble);
@@ -405,8 +420,7 @@ TEST_CASE("dlogits_in_forward keeps a head's loss and gradients and drops its re
   forward.mark_output(forward.add(Op::sum, {losses}, all));
   const trainc::JointGraph joint = trainc::differentiate(forward, {true, true, false});
   const Graph rewritten = dlogits_in_forward(joint.graph);
-  std::map<Op, int> ops;
-  for (const Node& node : rewritten.nodes()) ++ops[node.op];
+  std::map<Op, int> ops = op_counts(rewritten);
   CHECK(ops[Op::linear_cross_entropy] == 0);
   CHECK(ops[Op::linear_cross_entropy_grad] == 0);
   CHECK(ops[Op::linear_cross_entropy_and_dlogits] == 1);
@@ -443,8 +457,7 @@ TEST_CASE("attention_lse_in_forward keeps an attention's loss and gradients", "[
   forward.mark_output(forward.add(Op::sum, {forward.add(Op::mul, {out, out})}, all));
   const trainc::JointGraph joint = trainc::differentiate(forward, {true, true, true});
   const Graph rewritten = attention_lse_in_forward(joint.graph);
-  std::map<Op, int> ops;
-  for (const Node& node : rewritten.nodes()) ++ops[node.op];
+  std::map<Op, int> ops = op_counts(rewritten);
   CHECK(ops[Op::attention] == 0);
   CHECK(ops[Op::attention_grad] == 0);
   CHECK(ops[Op::attention_and_lse] == 1);

@@ -7,6 +7,7 @@
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/passes/cse.h"
 #include "trainc/compile/passes/dce.h"
+#include "trainc/compile/passes/rebuild.h"
 
 namespace trainc {
 namespace {
@@ -416,11 +417,7 @@ JointGraph differentiate(const Graph& forward, const std::vector<bool>& requires
 
   // Uses within the forward graph, for the normalizations' closed-form gradients.
   const bool closed_form_normalizations = optimization_enabled(Optimization::normalization_grad);
-  std::vector<int> uses(static_cast<std::size_t>(g.size()), 0);
-  for (const ir::Node& node : forward.nodes()) {
-    for (ValueId in : node.inputs) ++uses[static_cast<std::size_t>(in)];
-  }
-  for (ValueId out : forward.outputs()) ++uses[static_cast<std::size_t>(out)];
+  const std::vector<int> uses = ir::use_counts(forward);
 
   JointGraph joint;
   joint.forward_outputs = static_cast<int>(forward.outputs().size());

@@ -81,6 +81,11 @@ std::string choose_library_variant(const ir::Node& node, const std::vector<at::T
         direct_attention_backend(inputs[0], inputs[1], inputs[2], scale, node.attrs.causal, node.op == ir::Op::attention_grad);
     if (backend) return attention_backend_name(*backend);
   }
+  // The kernel attention's kept-statistics pair calls, decided here once instead of at every run.
+  if (node.op == ir::Op::attention_and_lse || node.op == ir::Op::attention_grad_from_lse) {
+    const std::optional<AttentionBackend> backend = ir::lse_pair_backend(inputs, node.attrs);
+    return backend ? attention_backend_name(*backend) : "aten";
+  }
   // A bf16 sum over the leading dimensions: split over the rows, which on an H200 took 0.020-0.041 ms
   // where ATen's reduction took 0.033-0.049 ms (GPT-2's gradients of biases); float32 sums stay
   // ATen's, which read them faster (0.022 against 0.029 ms).

@@ -20,6 +20,8 @@ bool is_floating(DType dtype) {
   return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16 || dtype == DType::f16;
 }
 
+bool is_half_precision(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
+
 int64_t dtype_bytes(DType dtype) {
   switch (dtype) {
     case DType::f64:
@@ -36,23 +38,33 @@ int64_t dtype_bytes(DType dtype) {
   return 8;
 }
 
+namespace {
+
+// The packed buffers' parts start on 64-byte boundaries (aligned loads, aligned GEMM operands).
+constexpr int64_t kPartAlignment = 64;
+
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// The first element at or after `elements` elements of `bytes` bytes that starts a 64-byte boundary.
+int64_t aligned_offset(int64_t elements, int64_t bytes) { return round_up(elements * bytes, kPartAlignment) / bytes; }
+
+}  // namespace
+
 bool linear_cross_entropy_layout(int64_t rows, int64_t vocabulary, int64_t x_bytes, int64_t loss_bytes, LinearCrossEntropyLayout& layout) {
-  constexpr int64_t kAlignment = 64;
   if ((rows * loss_bytes) % x_bytes != 0) return false;
   layout.loss_elements = rows * loss_bytes / x_bytes;
-  layout.dlogits_offset = (layout.loss_elements * x_bytes + kAlignment - 1) / kAlignment * kAlignment / x_bytes;
-  layout.padded_vocabulary = (vocabulary + kAlignment - 1) / kAlignment * kAlignment;
+  layout.dlogits_offset = aligned_offset(layout.loss_elements, x_bytes);
+  layout.padded_vocabulary = round_up(vocabulary, 64);  // rows of a multiple of 64 elements
   layout.total = layout.dlogits_offset + rows * layout.padded_vocabulary;
   return true;
 }
 
 bool attention_lse_layout(const std::vector<int64_t>& q_shape, int64_t value_dim, int64_t q_bytes, AttentionLseLayout& layout) {
-  constexpr int64_t kAlignment = 64;
   if (q_shape.size() != 4) return false;
   const int64_t rows = q_shape[0] * q_shape[1] * q_shape[2];
   if ((rows * 4) % q_bytes != 0) return false;
   layout.output_elements = rows * value_dim;
-  layout.lse_offset = (layout.output_elements * q_bytes + kAlignment - 1) / kAlignment * kAlignment / q_bytes;
+  layout.lse_offset = aligned_offset(layout.output_elements, q_bytes);
   layout.lse_elements = rows * 4 / q_bytes;
   layout.total = layout.lse_offset + layout.lse_elements;
   return true;

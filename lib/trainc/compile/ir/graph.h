@@ -1,4 +1,4 @@
-// defines: DType, dtype_bytes, TensorType, ValueId, Attributes, Node, Graph, IrError, LinearCrossEntropyLayout,
+// defines: DType, is_half_precision, dtype_bytes, TensorType, ValueId, Attributes, Node, Graph, IrError, LinearCrossEntropyLayout,
 //          linear_cross_entropy_layout, AttentionLseLayout, attention_lse_layout
 //
 // The compile planner's IR: a graph in SSA form where every node produces one tensor value, and
@@ -20,6 +20,7 @@ namespace trainc::ir {
 enum class DType : uint8_t { f32, f64, bf16, f16, i64, b8 };
 const char* dtype_name(DType dtype);
 bool is_floating(DType dtype);
+bool is_half_precision(DType dtype);  // bf16, f16: stored in 16 bits, computed in float32
 int64_t dtype_bytes(DType dtype);
 
 struct TensorType {

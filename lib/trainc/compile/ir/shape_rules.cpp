@@ -86,13 +86,13 @@ TensorType view_type(Op op, const TensorType& in, const Attributes& attrs);
 TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attributes& attrs) {
   switch (op) {
     case Op::sum_to_float: {
-      require(in[0].dtype == DType::bf16 || in[0].dtype == DType::f16, "sum_to_float sums bf16 or f16, got " + in[0].str());
+      require(is_half_precision(in[0].dtype), "sum_to_float sums bf16 or f16, got " + in[0].str());
       const TensorType reduced = infer_type(Op::sum, in, attrs);
       return {DType::f32, reduced.shape};
     }
     case Op::matmul_to_float: {
       require(in[0].rank() == 2 && in[1].rank() == 2, "matmul_to_float multiplies matrices, got " + in[0].str() + " x " + in[1].str());
-      require(in[0].dtype == DType::bf16 || in[0].dtype == DType::f16, "matmul_to_float multiplies bf16 or f16, got " + in[0].str());
+      require(is_half_precision(in[0].dtype), "matmul_to_float multiplies bf16 or f16, got " + in[0].str());
       const TensorType product = infer_type(Op::matmul, in, attrs);
       return {DType::f32, product.shape};
     }

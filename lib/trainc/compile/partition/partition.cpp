@@ -32,7 +32,7 @@ bool recomputable(Op op) {
 // of one, cast to bf16 or f16: autocast's weights. Not a batch's data, which costs nothing to keep
 // in float32, and not an expanded view, which may be far larger than the parameter.
 bool narrowed_parameter(const Graph& g, const std::vector<bool>& parameter, const ir::Node& node) {
-  if (node.op != Op::cast || (node.type.dtype != ir::DType::bf16 && node.type.dtype != ir::DType::f16)) return false;
+  if (node.op != Op::cast || !ir::is_half_precision(node.type.dtype)) return false;
   ValueId source = node.inputs[0];
   while (ir::op_kind(g.node(source).op) == OpKind::kView && g.node(source).op != Op::expand) source = g.node(source).inputs[0];
   return g.node(source).op == Op::input && parameter[static_cast<std::size_t>(source)] && g.type(source).dtype == ir::DType::f32;

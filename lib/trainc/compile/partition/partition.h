@@ -6,9 +6,8 @@
 // random draws are saved; cheap pointwise values and views are recomputed in the backward from
 // what is saved, which keeps fewer large tensors alive between the two programs. One exception:
 // a parameter (a step input with a gradient) cast to bf16 or f16, as autocast casts the weights,
-// is saved. It costs
-// half the parameter's bytes, where casting it again costs a kernel launch and a read of the
-// float32 parameter per weight (GPT-2: 98 launches, about 0.3 ms a step, for 0.25 GB).
+// is saved. It costs half the parameter's bytes, where casting it again costs a kernel launch and
+// a read of the float32 parameter per weight (GPT-2: 98 launches, about 0.3 ms a step, for 0.25 GB).
 #pragma once
 
 #include <vector>

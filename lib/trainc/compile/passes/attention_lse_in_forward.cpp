@@ -14,7 +14,7 @@ Graph attention_lse_in_forward(const Graph& graph) {
   rule.applies = [](const Graph& g, const Node& attention) {
     const TensorType& q = g.type(attention.inputs[0]);
     AttentionLseLayout layout;
-    return (q.dtype == DType::bf16 || q.dtype == DType::f16) &&
+    return is_half_precision(q.dtype) &&
            attention_lse_layout(q.shape, g.type(attention.inputs[2]).shape.back(), dtype_bytes(q.dtype), layout);
   };
   // The output: the buffer's first B * T * H * E elements as [B, T, H, E], seen as [B, H, T, E].

@@ -8,8 +8,8 @@
 //   attention(q, k, v)                    becomes   packed = attention_and_lse(q, k, v)
 //                                                   output = permute(reshape(slice(packed), [B, T, H, E]), {0, 2, 1, 3})
 //   attention_grad(q, k, v, grad)         becomes   attention_grad_from_lse(q, k, v, packed, grad)
-// Which kernels run is decided at run time from the inputs alone (lse_attention_backend), the same
-// way in both programs; with none that keeps a log-sum-exp, the backward runs the forward again (the
+// Which kernels run is decided at each program's first run from the inputs alone
+// (ir::lse_pair_backend, compat's lse_attention_backend), the same way in both programs; with none that keeps a log-sum-exp, the backward runs the forward again (the
 // kernel ATen picks, called directly, as without the pass) and the copy is spent for nothing. So the
 // pass takes bf16 and f16 attention only (the fused kernels take no other dtype), and the planner
 // runs it for steps on a GPU with a LibTorch that can call those kernels directly.

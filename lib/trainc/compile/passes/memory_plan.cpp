@@ -10,9 +10,9 @@ int64_t MemoryPlan::arena_bytes() const { return std::accumulate(slot_bytes.begi
 MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule) {
   const auto n = static_cast<std::size_t>(graph.size());
   // The value whose memory each value's tensor uses: views share their base's; an ATen cast or
-  // detach may return its input itself, and so does a bitcast of a contiguous one; a concat of views that lie side
-  // by side in one buffer returns a view of it (runtime/aten_executor), so when its inputs share a
-  // root it keeps that root alive; constants and iota own nothing a kernel stores.
+  // detach may return its input itself, and so does a bitcast of a contiguous one; a concat of
+  // views that lie side by side in one buffer returns a view of it (runtime/aten_executor), so when
+  // its inputs share a root it keeps that root alive; constants and iota own nothing a kernel stores.
   std::vector<ir::ValueId> root(n, -1);
   for (ir::ValueId id = 0; id < graph.size(); ++id) {
     const ir::Node& node = graph.node(id);

@@ -14,10 +14,8 @@ Graph products_to_float(const Graph& graph) {
   for (ValueId id = 0; id < graph.size(); ++id) {
     const Node& node = graph.node(id);
     if (node.op == Op::cast && node.type.dtype == DType::f32) {
-      const ValueId product_id = node.inputs[0];
-      const Node& product = graph.node(product_id);
-      const DType operands = product.op == Op::matmul ? graph.type(product.inputs[0]).dtype : DType::f32;
-      if (product.op == Op::matmul && uses[static_cast<std::size_t>(product_id)] == 1 && (operands == DType::bf16 || operands == DType::f16) &&
+      const Node& product = graph.node(node.inputs[0]);
+      if (product.op == Op::matmul && uses[static_cast<std::size_t>(node.inputs[0])] == 1 && is_half_precision(graph.type(product.inputs[0]).dtype) &&
           graph.type(product.inputs[0]).rank() == 2 && graph.type(product.inputs[1]).rank() == 2) {
         new_id[static_cast<std::size_t>(id)] = result.add(
             Op::matmul_to_float, {new_id[static_cast<std::size_t>(product.inputs[0])], new_id[static_cast<std::size_t>(product.inputs[1])]});

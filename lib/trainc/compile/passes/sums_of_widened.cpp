@@ -6,12 +6,6 @@
 
 namespace trainc::ir {
 
-namespace {
-
-bool low_precision(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
-
-}  // namespace
-
 Graph sums_of_widened(const Graph& graph) {
   const auto n = static_cast<std::size_t>(graph.size());
   const std::vector<int> uses = use_counts(graph);
@@ -24,7 +18,7 @@ Graph sums_of_widened(const Graph& graph) {
     if (node.op == Op::cast && node.type.dtype == DType::f32) {
       const Node& sum = graph.node(node.inputs[0]);
       if (sum.op == Op::sum && !trailing_split(graph, sum) && uses[static_cast<std::size_t>(node.inputs[0])] == 1 &&
-          low_precision(graph.type(sum.inputs[0]).dtype)) {
+          is_half_precision(graph.type(sum.inputs[0]).dtype)) {
         new_id[static_cast<std::size_t>(id)] = result.add(Op::sum_to_float, {new_id[static_cast<std::size_t>(sum.inputs[0])]}, sum.attrs);
         continue;
       }
@@ -32,7 +26,7 @@ Graph sums_of_widened(const Graph& graph) {
     // Only the sums the scheduler leaves to ATen: a kernel's reduction casts as it reads anyway.
     if (node.op == Op::sum && !trailing_split(graph, node)) {
       const Node& input = graph.node(node.inputs[0]);
-      const bool widened = input.op == Op::cast && input.type.dtype == DType::f32 && low_precision(graph.type(input.inputs[0]).dtype);
+      const bool widened = input.op == Op::cast && input.type.dtype == DType::f32 && is_half_precision(graph.type(input.inputs[0]).dtype);
       if (widened) {
         new_id[static_cast<std::size_t>(id)] = result.add(Op::sum_to_float, {new_id[static_cast<std::size_t>(input.inputs[0])]}, node.attrs);
         continue;

@@ -73,18 +73,16 @@ AttentionLseParts attention_lse_parts(const at::Tensor& packed, const AttentionL
           packed.narrow(0, layout.lse_offset, layout.lse_elements).view(at::kFloat).view({batch, heads, time})};
 }
 
-// The forward of a training step, keeping what a fused backward reads. The kernel is ATen's pick
-// for training, called directly (as attention_choice calls it); when it keeps no log-sum-exp
-// (keeps_lse), or ATen's own call runs, the output alone and a log-sum-exp of NaN: a backward that
-// read it by mistake would give NaN gradients, not quietly wrong ones.
-at::Tensor attention_and_lse(const Inputs& in, const Attributes& attrs) {
+// The forward of a training step, keeping what a fused backward reads. When the kernel keeps no
+// log-sum-exp (keeps_lse), or ATen's own call runs, the output alone and a log-sum-exp of NaN: a
+// backward that read it by mistake would give NaN gradients, not quietly wrong ones.
+at::Tensor attention_and_lse(const Inputs& in, const Attributes& attrs, std::optional<AttentionBackend> direct) {
   const at::Tensor &q = in[0], &k = in[1], &v = in[2];
   const double scale = attention_scale(attrs, q.size(-1));
   const AttentionLseLayout layout = attention_lse_layout_of(q, v);
   at::Tensor packed = at::empty({layout.total}, q.options());
   packed.narrow(0, layout.output_elements, layout.lse_offset - layout.output_elements).zero_();  // no byte left unset
   AttentionLseParts parts = attention_lse_parts(packed, layout, q, v);
-  const std::optional<AttentionBackend> direct = direct_attention_backend(q, k, v, scale, attrs.causal, /*training=*/true);
   if (!direct || !keeps_lse(*direct, q)) {
     parts.output.copy_(direct ? attention_with(*direct, q, k, v, scale, attrs.causal) : attention(in, attrs));
     parts.lse.fill_(std::numeric_limits<float>::quiet_NaN());
@@ -96,11 +94,10 @@ at::Tensor attention_and_lse(const Inputs& in, const Attributes& attrs) {
   return packed;
 }
 
-// Its backward, deciding the kernel as the forward did, from the same inputs.
-at::Tensor attention_grad_from_lse(const Inputs& in, const Attributes& attrs) {
+// Its backward, with the kernel the forward called.
+at::Tensor attention_grad_from_lse(const Inputs& in, const Attributes& attrs, std::optional<AttentionBackend> direct) {
   const at::Tensor &q = in[0], &k = in[1], &v = in[2], &grad = in[4];
   const double scale = attention_scale(attrs, q.size(-1));
-  const std::optional<AttentionBackend> direct = direct_attention_backend(q, k, v, scale, attrs.causal, /*training=*/true);
   if (!direct) return attention_grad({q, k, v, grad}, attrs);
   if (!keeps_lse(*direct, q)) return stack_attention_grads(attention_grads_with(*direct, q, k, v, grad, scale, attrs.causal));
   const AttentionLseParts parts = attention_lse_parts(in[3], attention_lse_layout_of(q, v), q, v);
@@ -217,8 +214,12 @@ at::Tensor run_sum_to_float(const Inputs& in, const Attributes& a, at::Device de
 at::Tensor run_linear_cross_entropy_grad(const Inputs& in, const Attributes& a, at::Device device) {
   return linear_cross_entropy_grad(in[0], in[1], in[2], in[3], a.scalar);
 }
-at::Tensor run_attention_and_lse(const Inputs& in, const Attributes& a, at::Device device) { return attention_and_lse(in, a); }
-at::Tensor run_attention_grad_from_lse(const Inputs& in, const Attributes& a, at::Device device) { return attention_grad_from_lse(in, a); }
+at::Tensor run_attention_and_lse(const Inputs& in, const Attributes& a, at::Device device) {
+  return attention_and_lse(in, a, lse_pair_backend(in, a));
+}
+at::Tensor run_attention_grad_from_lse(const Inputs& in, const Attributes& a, at::Device device) {
+  return attention_grad_from_lse(in, a, lse_pair_backend(in, a));
+}
 at::Tensor run_bitcast(const Inputs& in, const Attributes& a, at::Device device) { return in[0].contiguous().view(to_scalar_type(a.dtype)); }
 at::Tensor run_linear_cross_entropy_and_dlogits(const Inputs& in, const Attributes& a, at::Device device) {
   return linear_cross_entropy_and_dlogits(in[0], in[1], in[2], a.scalar, to_scalar_type(a.dtype));
@@ -235,6 +236,11 @@ const std::array<Kernel, kOpCount>& kernels() {
 }
 
 }  // namespace
+
+std::optional<AttentionBackend> lse_pair_backend(const std::vector<at::Tensor>& inputs, const Attributes& attrs) {
+  return direct_attention_backend(inputs[0], inputs[1], inputs[2], attention_scale(attrs, inputs[0].size(-1)), attrs.causal,
+                                  /*training=*/true);
+}
 
 double attention_scale(const Attributes& attrs, int64_t head_dim) {
   return attrs.scalar == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : attrs.scalar;
@@ -283,6 +289,15 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
     at::Tensor out = column_sums(inputs[0], static_cast<int64_t>(node.attrs.ints.size()));
     if (node.op == Op::sum) out = out.to(inputs[0].scalar_type());  // summed in float32, rounded once, as ATen's sum
     return node.attrs.keepdim ? out.view(node.type.shape) : out;
+  }
+  if (node.op == Op::attention_and_lse || node.op == Op::attention_grad_from_lse) {
+    // The kernel decided at the program's first run ("aten": none to call directly).
+    std::optional<AttentionBackend> direct;
+    if (variant != "aten") {
+      direct = attention_backend_named(variant);
+      TRAINC_CHECK(direct.has_value(), "unknown attention backend '" + variant + "'");
+    }
+    return node.op == Op::attention_and_lse ? attention_and_lse(inputs, node.attrs, direct) : attention_grad_from_lse(inputs, node.attrs, direct);
   }
   if (variant == "aten") return execute_node(node, inputs, device);
   TRAINC_CHECK(node.op == Op::matmul || node.op == Op::matmul_bias || node.op == Op::matmul_to_float, std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");

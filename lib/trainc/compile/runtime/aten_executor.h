@@ -1,4 +1,4 @@
-// defines: execute_with_aten, execute_node, attention_scale, to_scalar_type, to_dtype
+// defines: execute_with_aten, execute_node, attention_scale, lse_pair_backend, to_scalar_type, to_dtype
 //
 // Runs an IR graph op by op through ATen: the execution engine of the aot_eager backend and the
 // reference that generated kernels are tested against. Inputs are given in the order of the
@@ -7,9 +7,11 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "trainc/compat/library_variants.h"
 #include "trainc/compile/ir/graph.h"
 
 namespace trainc::ir {
@@ -29,10 +31,17 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
 // An attention node's softmax scale: its attribute, or 1/sqrt(head_dim) when that is 0.
 double attention_scale(const Attributes& attrs, int64_t head_dim);
 
+// The kernel attention_and_lse and attention_grad_from_lse (inputs q, k, v first) call directly:
+// ATen's pick for training, as attention_choice calls it; none where ATen's own call runs. Both ops
+// decide it from the same inputs, so they agree.
+std::optional<AttentionBackend> lse_pair_backend(const std::vector<at::Tensor>& inputs, const Attributes& attrs);
+
 // The same through a named implementation of the call: an attention backend ("flash",
 // "efficient", "cudnn", "math"; compat/library_variants) for attention and attention_grad, a BLAS
-// library ("cublas", "cublaslt") for matmul and matmul_bias, "aten" or "split_rows"
-// (runtime/column_sums) for a sum over leading dimensions. Empty: ATen's own call, as above.
+// library ("cublas", "cublaslt") for matmul, matmul_bias and matmul_to_float, "aten" or
+// "split_rows" (runtime/column_sums) for a sum over leading dimensions, the kernel lse_pair_backend
+// decided (or "aten" for none) for attention_and_lse and attention_grad_from_lse, decided once
+// instead of at every run. Empty: ATen's own call, as above.
 at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device, const std::string& variant);
 
 }  // namespace trainc::ir
