@@ -117,6 +117,32 @@ TEST_CASE("layer norm is one kernel: two row reductions and the pointwise ops ar
   CHECK(s.kernels[0].stores.size() == 1);
 }
 
+TEST_CASE("a value recomputed from saved ones joins the newest kernel, between the two sums that read it", "[unit][fusion]") {
+  // A layer norm's backward with x-hat recomputed from the saved x, mean and 1/std:
+  //   g ──sum──div──sub──────────mul──sum──div──mul──sub──> dx
+  //   x, mean, rstd ──sub──mul──┘ (reads no kernel's value)  ┘
+  Graph g;
+  const ValueId grad = g.add_input("g", f32({6, 10}));
+  const ValueId x = g.add_input("x", f32({6, 10}));
+  const ValueId mean = g.add_input("mean", f32({6, 1}));
+  const ValueId rstd = g.add_input("rstd", f32({6, 1}));
+  const ValueId d = g.add(Op::constant, {}, scalar(10.0));
+  const ValueId centered_grad = g.add(Op::sub, {grad, g.add(Op::div, {g.add(Op::sum, {grad}, ints({1}, true)), d})});
+  const ValueId xhat = g.add(Op::mul, {g.add(Op::sub, {x, mean}), rstd});
+  const ValueId projection = g.add(Op::div, {g.add(Op::sum, {g.add(Op::mul, {grad, xhat})}, ints({1}, true)), d});
+  g.mark_output(g.add(Op::sub, {centered_grad, g.add(Op::mul, {xhat, projection})}));
+  const Schedule s = schedule_kernels(g);
+  CHECK(steps_of(g, s) == std::vector<std::string>{"sum div sub sub mul mul sum div mul sub"});
+  // A pointwise node that reads another kernel's value it cannot join still starts its own.
+  Graph h;
+  const ValueId r = h.add_input("r", f32({6, 1}));
+  const ValueId y = h.add_input("y", f32({6, 10}));
+  const ValueId e = h.add(Op::exp, {r});
+  h.mark_output(h.add(Op::exp, {y}));
+  h.mark_output(h.add(Op::mul, {e, y}));
+  CHECK(steps_of(h, schedule_kernels(h)) == std::vector<std::string>{"exp", "exp", "mul"});
+}
+
 TEST_CASE("fusion refuses: leading-axis reductions, growing broadcasts, views of members, newer inputs", "[unit][fusion]") {
   SECTION("a reduction over the leading axis is an ATen call reading a stored input") {
     //   x ──exp──sum(axis 0)──> out
@@ -448,10 +474,11 @@ TEST_CASE("CUDA pointwise kernels over rows of a multiple of 8 move contiguous b
 }
 
 TEST_CASE("CUDA kernels whose code differs only in the values they name are compiled once", "[unit][fusion]") {
-  // Two layers of the same work, and a third over another shape.
+  // Two layers of the same work, and a third over another shape; each layer's kernel reads a
+  // product, so none joins the kernel before it.
   Graph g;
   for (const int64_t columns : {64, 64, 48}) {
-    const ValueId x = g.add_input("x", f32({4, columns}));
+    const ValueId x = g.add(Op::matmul, {g.add_input("x", f32({4, columns})), g.add_input("w", f32({columns, columns}))});
     g.mark_output(g.add(Op::tanh, {g.add(Op::mul, {x, x})}));
   }
   const codegen::RenderedProgram program = codegen::render_cuda_kernels(g, schedule_kernels(g), "fwd");

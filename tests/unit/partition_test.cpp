@@ -115,3 +115,96 @@ TEST_CASE("a parameter cast to bf16 by the forward is saved for the backward, no
     }
   }
 }
+
+namespace {
+
+// A residual stream under autocast with a layer norm's statistics at each layer:
+//   x0 = data, p_i = matmul(cast(x_{i-1}, bf16), W_i) (bf16), x_i = x_{i-1} + cast(p_i, f32),
+//   mean_i = sum(x_i) / N, r_i = 1 / sqrt(sum(c_i * c_i) / N + eps), c_i = x_i - mean_i,
+//   loss = sum_i sum(c_i * r_i * x_i).
+// The backward of each layer needs x_i (through c_i) and the statistics mean_i and r_i.
+JointGraph residual_stream(int layers) {
+  Graph forward;
+  const ValueId data = forward.add_input("x", {DType::f32, {8, 16}});
+  std::vector<ValueId> weights;
+  for (int i = 0; i < layers; ++i) weights.push_back(forward.add_input("w" + std::to_string(i), {DType::f32, {16, 16}}));
+  Attributes to_bf16, to_f32, rows, all, keep_rows;
+  to_bf16.dtype = DType::bf16;
+  to_f32.dtype = DType::f32;
+  keep_rows.ints = {1};
+  keep_rows.keepdim = true;
+  all.ints = {0, 1};
+  const auto constant = [&](double value) {
+    Attributes a;
+    a.dtype = DType::f32;
+    a.scalar = value;
+    return forward.add(Op::constant, {}, a);
+  };
+  ValueId x = data, loss = -1;
+  for (int i = 0; i < layers; ++i) {
+    const ValueId w16 = forward.add(Op::cast, {weights[static_cast<std::size_t>(i)]}, to_bf16);
+    const ValueId p = forward.add(Op::matmul, {forward.add(Op::cast, {x}, to_bf16), w16});
+    x = forward.add(Op::add, {x, forward.add(Op::cast, {p}, to_f32)});
+    const ValueId mean = forward.add(Op::div, {forward.add(Op::sum, {x}, keep_rows), constant(16.0)});
+    const ValueId c = forward.add(Op::sub, {x, mean});
+    const ValueId variance = forward.add(Op::div, {forward.add(Op::sum, {forward.add(Op::mul, {c, c})}, keep_rows), constant(16.0)});
+    const ValueId r = forward.add(Op::rsqrt, {forward.add(Op::add, {variance, constant(1e-5)})});
+    const ValueId term = forward.add(Op::sum, {forward.add(Op::mul, {forward.add(Op::mul, {c, r}), x})}, all);
+    loss = loss < 0 ? term : forward.add(Op::add, {loss, term});
+  }
+  forward.mark_output(loss);
+  return differentiate(forward, std::vector<bool>(static_cast<std::size_t>(layers) + 1, true));
+}
+
+// How many of the forward program's saved values come from nodes with op `op`.
+int saved_of(const StepPrograms& programs, Op op) {
+  int count = 0;
+  for (std::size_t i = static_cast<std::size_t>(programs.forward_results); i < programs.forward.outputs().size(); ++i) {
+    if (programs.forward.node(programs.forward.outputs()[i]).op == op) ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("a residual stream and per-row statistics are saved where recomputing them costs more", "[unit][ir][partition]") {
+  constexpr int kLayers = 4;
+  const JointGraph joint = residual_stream(kLayers);
+  const StepPrograms costed = partition(joint);
+  StepPrograms recomputing;
+  {
+    ScopedVariable off(kDisableOptimizationsVariable, "recompute_cost");
+    recomputing = partition(joint);
+  }
+  // Without the rule, the backward rebuilds each x_i from the products of every layer before it,
+  // and each layer's statistics from their sums.
+  CHECK(saved_of(recomputing, Op::matmul) == kLayers);
+  CHECK(saved_of(recomputing, Op::sum) >= 2 * kLayers);
+  CHECK(saved_of(recomputing, Op::add) == 0);
+  // With it, each x_i is saved (recomputing x_1 reads the data and p_1, and each later x_i reads
+  // x_{i-1} and p_i: more than x_i's own bytes), and so are mean_i and r_i (computed from sums
+  // only); the products and the variances' sums are then not needed.
+  CHECK(saved_of(costed, Op::add) == kLayers);  // x_i
+  CHECK(saved_of(costed, Op::div) == kLayers);  // mean_i
+  CHECK(saved_of(costed, Op::rsqrt) == kLayers);
+  CHECK(saved_of(costed, Op::matmul) == 0);
+  CHECK(saved_of(costed, Op::sum) == 0);
+  CHECK(costed.recomputed < recomputing.recomputed);
+
+  // Both compute the joint graph's gradients, bit for bit (the same ops on the same values).
+  std::vector<at::Tensor> step_inputs = {torch::randn({8, 16})};
+  for (int i = 0; i < kLayers; ++i) step_inputs.push_back(torch::randn({16, 16}) / 4);
+  const at::Tensor seed = torch::full({}, 1.0, torch::kFloat);
+  std::vector<at::Tensor> joint_inputs = step_inputs;
+  joint_inputs.push_back(seed);
+  const std::vector<at::Tensor> joint_results = execute_with_aten(joint.graph, joint_inputs);
+  const std::vector<at::Tensor> expected(joint_results.begin() + joint.forward_outputs, joint_results.end());
+  for (const StepPrograms* programs : std::vector<const StepPrograms*>{&costed, &recomputing}) {
+    const std::vector<at::Tensor> got = run_programs(*programs, step_inputs, seed);
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("gradient " << i);
+      CHECK(torch::equal(got[i], expected[i]));
+    }
+  }
+}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/passes/dce.h"
@@ -40,6 +41,67 @@ bool narrowed_parameter(const Graph& g, const std::vector<bool>& parameter, cons
 
 enum class Source { none, step_input, saved, recomputed };
 
+int64_t bytes_of(const Graph& g, ValueId value) { return g.type(value).numel() * ir::dtype_bytes(g.type(value).dtype); }
+
+// Which pointwise forward values are worth saving rather than recomputing, judged by what their
+// recomputation would read: the saved values and step inputs at its edge (its frontier), each
+// with the bytes it is read for. Decided in the forward's order, so a value's frontier stops at
+// the values before it that are saved. A value is saved when
+//   - everything it is computed from is a reduction's result or such a value: a per-row
+//     statistic (a layer norm's mean and 1/std). Recomputed, it is a kernel of its own over a few
+//     kilobytes, since the backward's kernels run over elements and cannot start with a row value;
+//     saved, it costs those kilobytes;
+//   - or recomputing it reads more than a quarter more bytes than it holds: a residual stream
+//     (x + cast(attention's output) read the whole chain of earlier layers' outputs again:
+//     GPT-2's backward began with one kernel that read 0.7 GB and wrote 1.2 GB), or a layer
+//     norm's bf16 output (the float32 input read again to make it).
+// A value that costs about its own size to recompute (an activation of a saved product, x-hat of
+// a saved input) is recomputed, as before: keeping it would cost its bytes for no saving.
+std::vector<bool> worth_saving(const Graph& g, const std::vector<bool>& backward) {
+  constexpr double kReadAllowance = 1.25;  // recomputation may read this many times the value's bytes
+  const auto n = static_cast<std::size_t>(g.size());
+  std::vector<bool> save(n, false), statistic(n, false);
+  std::vector<std::map<ValueId, int64_t>> frontier(n);  // value -> bytes read of it
+  const auto at_edge = [&](ValueId id) { frontier[static_cast<std::size_t>(id)] = {{id, bytes_of(g, id)}}; };
+  for (ValueId id = 0; id < g.size(); ++id) {
+    if (backward[static_cast<std::size_t>(id)]) continue;
+    const ir::Node& node = g.node(id);
+    const OpKind kind = ir::op_kind(node.op);
+    if (kind == OpKind::kConstant) continue;
+    if (!recomputable(node.op)) {
+      at_edge(id);
+      statistic[static_cast<std::size_t>(id)] = kind == OpKind::kReduction;
+      continue;
+    }
+    std::map<ValueId, int64_t>& reads = frontier[static_cast<std::size_t>(id)];
+    for (ValueId input : node.inputs) {
+      for (const auto& [value, bytes] : frontier[static_cast<std::size_t>(input)]) {
+        // A view reads only its own elements of a larger value (a slice), at most all of them.
+        const int64_t read = kind == OpKind::kView ? std::min(bytes, bytes_of(g, id)) : bytes;
+        int64_t& entry = reads[value];
+        entry = std::max(entry, read);
+      }
+    }
+    // Values of the step's inputs alone are left to the rules in `need`: a parameter's cast is
+    // saved (saved_casts), the batch's data is kept by the caller anyway.
+    const bool of_step_inputs = std::all_of(reads.begin(), reads.end(), [&](const auto& read) {
+      return g.node(read.first).op == Op::input;
+    });
+    if (kind == OpKind::kView || of_step_inputs) continue;
+    const bool of_statistics = std::all_of(reads.begin(), reads.end(), [&](const auto& read) {
+      return statistic[static_cast<std::size_t>(read.first)];
+    });
+    int64_t read_bytes = 0;
+    for (const auto& read : reads) read_bytes += read.second;
+    if (of_statistics || static_cast<double>(read_bytes) > kReadAllowance * static_cast<double>(bytes_of(g, id))) {
+      save[static_cast<std::size_t>(id)] = true;
+      statistic[static_cast<std::size_t>(id)] = of_statistics;
+      at_edge(id);
+    }
+  }
+  return save;
+}
+
 }  // namespace
 
 StepPrograms partition(const JointGraph& joint) {
@@ -66,6 +128,7 @@ StepPrograms partition(const JointGraph& joint) {
   // What the backward reads from the forward side, and how it gets it.
   std::vector<Source> source(n, Source::none);
   const bool save_casts = optimization_enabled(Optimization::saved_casts);
+  const std::vector<bool> costly = optimization_enabled(Optimization::recompute_cost) ? worth_saving(g, backward) : std::vector<bool>(n, false);
   std::vector<bool> parameter(n, false);
   for (ValueId id = 0; id < g.size(); ++id) {
     const int position = input_position[static_cast<std::size_t>(id)];
@@ -78,7 +141,7 @@ StepPrograms partition(const JointGraph& joint) {
     const ir::Node& node = g.node(id);
     if (node.op == Op::input) {
       s = Source::step_input;
-    } else if (recomputable(node.op) && !(save_casts && narrowed_parameter(g, parameter, node))) {
+    } else if (recomputable(node.op) && !(save_casts && narrowed_parameter(g, parameter, node)) && !costly[static_cast<std::size_t>(id)]) {
       s = Source::recomputed;
       for (ValueId input : node.inputs) need(input);
     } else {

@@ -148,13 +148,20 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
         const int k = schedule.kernel_of[static_cast<std::size_t>(in)];
         if (k >= 0 && join(k)) break;
       }
-      // A kernel that starts with copies made by rematerialize_loads takes, while it is the newest
-      // step, the pointwise nodes that cannot join a kernel they read: those of the kernel the
-      // copies were made for.
-      if (source < 0 && !copies.empty() && ir::op_kind(node.op) != OpKind::kReduction && !schedule.steps.empty() &&
+      // The newest step, when it is a kernel, takes a pointwise node that could not join a kernel
+      // it reads, if the kernel starts with copies made by rematerialize_loads (the node is one of
+      // the kernel's they were made for), or if the node reads no kernel's value at all: a value
+      // recomputed from saved ones (x - mean in a layer norm's backward, between the two sums that
+      // read it) is then computed where it is read instead of by a kernel of its own.
+      if (source < 0 && ir::op_kind(node.op) != OpKind::kReduction && !schedule.steps.empty() &&
           schedule.steps.back().kind == ScheduleStep::Kind::kernel) {
         const int newest = schedule.steps.back().index;
-        if (copies[static_cast<std::size_t>(schedule.kernels[static_cast<std::size_t>(newest)].members.front())]) join(newest);
+        const bool made_for_copies =
+            !copies.empty() && copies[static_cast<std::size_t>(schedule.kernels[static_cast<std::size_t>(newest)].members.front())];
+        const bool reads_no_kernel = std::none_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) {
+          return schedule.kernel_of[static_cast<std::size_t>(in)] >= 0;
+        });
+        if (made_for_copies || reads_no_kernel) join(newest);
       }
       if (source < 0) {
         FusedKernel kernel;
