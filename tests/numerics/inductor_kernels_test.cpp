@@ -177,3 +177,74 @@ TEST_CASE("generated kernels match ATen under every launch shape max-autotune me
     }
   }
 }
+
+namespace {
+
+// Sums over leading dimensions of values a kernel computes (parameter gradients): on a GPU they
+// are the kernel's column members, whose blocks' partial sums a second kernel adds up; on the CPU
+// they stay ATen's. Enough rows that each block of the GPU kernel takes several.
+struct ColumnSumGraph {
+  Graph graph;
+  std::vector<std::string> rows;
+  int sums = 0;
+};
+
+ColumnSumGraph column_sums_graph(DType dtype, int64_t width) {
+  ColumnSumGraph g;
+  Graph& graph = g.graph;
+  const ValueId x = graph.add_input("x", {dtype, {3000, width}});
+  const ValueId y = graph.add_input("y", {dtype, {3000, width}});
+  const ValueId z = graph.add_input("z", {dtype, {3, 1000, width}});
+  const auto out = [&](const std::string& label, ValueId value) {
+    graph.mark_output(value);
+    g.rows.push_back(label);
+  };
+  // A float32 sum of a float32 value, a float32 sum of a bf16 value (sum_to_float).
+  const auto column_sum = [&](ValueId value, std::vector<int64_t> axes) {
+    ++g.sums;
+    return graph.add(dtype == DType::bf16 ? Op::sum_to_float : Op::sum, {value}, ints(std::move(axes)));
+  };
+  const ValueId product = graph.add(Op::mul, {x, y});
+  out("product", product);
+  out("column sums of a pointwise kernel's value", column_sum(product, {0}));
+  const ValueId centered = graph.add(Op::sub, {x, graph.add(Op::sum, {x}, ints({1}, true))});
+  out("centered rows", centered);
+  out("column sums in a row reduction's kernel", column_sum(graph.add(Op::mul, {centered, y}), {0}));
+  out("a second column sum in the same kernel", column_sum(centered, {0}));
+  out("column sums over two leading dimensions", column_sum(graph.add(Op::exp, {z}), {0, 1}));
+  return g;
+}
+
+void check_column_sums(DType dtype, int64_t width, double tolerance) {
+  const ColumnSumGraph g = column_sums_graph(dtype, width);
+  verify(g.graph);
+  InductorReport report;
+  const auto program = build_fused_program(g.graph, test::test_compiler_settings(), report, test_device());
+  // On a GPU every sum is computed inside a kernel; on the CPU each is an ATen call.
+  CHECK(report.aten_calls == (test_device().is_cuda() ? 0 : g.sums));
+  const auto options = torch::TensorOptions().dtype(to_scalar_type(dtype)).device(test_device());
+  for (const std::string run : {"first run", "second run"}) {
+    const std::vector<at::Tensor> inputs = {torch::randn({3000, width}, options), torch::randn({3000, width}, options),
+                                            torch::randn({3, 1000, width}, options)};
+    const std::vector<at::Tensor> expected = execute_with_aten(g.graph, inputs);
+    const std::vector<at::Tensor> got = program->run(inputs);
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO(g.rows[i] << " in " << dtype_name(dtype) << ", rows of " << width << ", " << run);
+      REQUIRE(got[i].sizes() == expected[i].sizes());
+      REQUIRE(got[i].scalar_type() == expected[i].scalar_type());
+      CHECK(relative_error(got[i].to(torch::kDouble), expected[i].to(torch::kDouble)) <= tolerance);
+    }
+  }
+}
+
+}  // namespace
+
+// Tolerances relative to the largest magnitude: float32 1e-5 (sums of 3000 in another order);
+// bf16 2e-2 as above (kernels keep float intermediates where ATen rounds each op to bf16).
+TEST_CASE("sums over leading dimensions inside generated kernels match ATen", "[numerics][inductor]") {
+  for (const int64_t width : {40, 37}) {
+    check_column_sums(DType::f32, width, 1e-5);
+    check_column_sums(DType::bf16, width, 2e-2);
+  }
+}

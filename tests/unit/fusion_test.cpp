@@ -495,3 +495,40 @@ TEST_CASE("CUDA kernels whose code differs only in the values they name are comp
   // Names within the kernel are numbered by first appearance: its pointers, then its values.
   CHECK_THAT(program.kernels[0].source, Contains("(const float* __restrict__ p0, float* __restrict__ s1)"));
 }
+
+TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that makes what it sums", "[unit][fusion]") {
+  // A layer norm's backward with its parameters' gradients (g: the output's gradient):
+  //   g ──sum(rows)──div──sub──> dx (element)     sum over the leading dims of g      (bias)
+  //                                               sum over the leading dims of g * x  (weight)
+  Graph g;
+  const ValueId grad = g.add_input("g", f32({4, 8, 64}));
+  const ValueId x = g.add_input("x", f32({4, 8, 64}));
+  const ValueId d = g.add(Op::constant, {}, scalar(64.0));
+  g.mark_output(g.add(Op::sub, {grad, g.add(Op::div, {g.add(Op::sum, {grad}, ints({2}, true)), d})}));
+  const ValueId bias = g.add(Op::sum, {grad}, ints({0, 1}));
+  const ValueId weight = g.add(Op::sum, {g.add(Op::mul, {grad, x})}, ints({0, 1}));
+  g.mark_output(bias);
+  g.mark_output(weight);
+  // Without column sums (the CPU), they are ATen calls (the first reads the input itself).
+  CHECK(steps_of(g, schedule_kernels(g)) == std::vector<std::string>{"sum div sub", "aten:sum", "mul", "aten:sum"});
+  const Schedule s = schedule_kernels(g, {}, /*column_sums=*/true);
+  // g is an input, not a kernel's member, so its sum stays ATen's; g * x starts a kernel (the
+  // newest step is that ATen call), and the sum of g * x joins it as a column member.
+  CHECK(steps_of(g, s) == std::vector<std::string>{"sum div sub", "aten:sum", "mul sum"});
+  const FusedKernel& with_sum = s.kernels.back();
+  CHECK(with_sum.roles.back() == KernelRole::column);
+  CHECK(with_sum.column_split == 2);
+  CHECK_FALSE(with_sum.has_reduction());
+
+  const codegen::RenderedProgram program = codegen::render_cuda_kernels(g, s, "bwd");
+  const codegen::RenderedKernel& kernel = program.kernels.back();
+  REQUIRE(kernel.finish_outputs == std::vector<ValueId>{weight});
+  CHECK(kernel.grid == 32);  // one block a row: 32 rows, fewer than the column sums' 1024 blocks
+  CHECK(kernel.workspace_floats == 32 * 64);
+  CHECK(kernel.finish_symbol == "trainc_kernel_bwd_1_finish");
+  CHECK(kernel.finish_grid == 2);  // 64 columns, 32 a block
+  CHECK_THAT(kernel.source, Contains("float* __restrict__ ws)") && Contains("k_store8(ws + ") && Contains("__global__ void __launch_bounds__(1024) trainc_kernel_bwd_1_finish("));
+  CHECK(std::find(kernel.arguments.begin(), kernel.arguments.end(), weight) == kernel.arguments.end());  // the finish writes it
+  CHECK(program.symbols() == std::vector<std::string>{"trainc_kernel_bwd_0", "trainc_kernel_bwd_1", "trainc_kernel_bwd_1_finish"});
+  CHECK(program.finish_launches() == std::vector<int>{-1, 2});
+}

@@ -17,7 +17,8 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::column_sums, "column_sums"},     {Optimization::sum_to_float, "sum_to_float"},
       {Optimization::rematerialize, "rematerialize"},   {Optimization::attention_lse, "attention_lse"},
       {Optimization::matmul_to_float, "matmul_to_float"}, {Optimization::saved_casts, "saved_casts"},
-      {Optimization::normalization_grad, "normalization_grad"}, {Optimization::recompute_cost, "recompute_cost"},
+      {Optimization::normalization_grad, "normalization_grad"}, {Optimization::fused_column_sums, "fused_column_sums"},
+      {Optimization::recompute_cost, "recompute_cost"},
   };
   return names;
 }

@@ -30,6 +30,7 @@ enum class Optimization {
   matmul_to_float,     // inductor: float32 casts of bf16 products made by the GEMM (passes/products_to_float)
   saved_casts,         // partition: parameters cast to bf16 by the forward saved for the backward, not cast again
   normalization_grad,  // autodiff: a layer norm's input gradient in closed form (two sums over its rows)
+  fused_column_sums,   // inductor, GPU: sums over leading dimensions computed by the kernel that makes what they sum
   recompute_cost,      // partition: pointwise values that are per-row statistics, or that cost more to recompute than
                        // to keep, saved for the backward instead of recomputed
 };

@@ -69,6 +69,7 @@ class CppKernelRenderer : KernelLayout {
   RenderedKernel render() {
     RenderedKernel result;
     result.symbol = "trainc_kernel_" + std::to_string(index_);
+    if (!column_members().empty()) throw ir::IrError("C++ renderer: kernel " + std::to_string(index_) + " has column sums (CUDA programs only)");
     std::ostringstream out;
     out << "\n// kernel " << index_ << ": " << describe() << "\n";
     out << "extern \"C\" void " << result.symbol << "(void* const* args) {\n";

@@ -112,6 +112,11 @@ const TargetSpelling kCudaSpelling{"__int_as_float(0x7f800000)", "__longlong_as_
                                    "__int_as_float(0x7fc00000)", "__longlong_as_double(0x7ff8000000000000LL)"};
 
 constexpr int64_t kMaxGrid = 65536;  // blocks; grid-stride loops cover the rest
+// A kernel with column members runs at most this many blocks, each over a share of the rows: each
+// block's partial sums are a row of the workspace its finish adds up (GPT-2's [16384, 768] rows:
+// 16 rows a block, 3 MB of partials per sum).
+constexpr int64_t kColumnSumBlocks = 1024;
+constexpr int kFinishBlock = 1024;  // 32 columns x 32 threads down the blocks' partial sums
 // A vectorized pointwise kernel's thread computes this many consecutive elements of a row, and
 // moves each contiguous bf16 or float32 operand 16 bytes at a time.
 constexpr int kVectorWidth = 8;
@@ -135,28 +140,39 @@ class CudaKernelRenderer : KernelLayout {
     // 32-bit indices when every index fits, also one grid-stride step past the end (a loop
     // counter steps by at most kMaxGrid blocks of a pointwise block's threads before its test).
     index_type_ = index_extent() + kMaxGrid * shape_.pointwise_block < (int64_t{1} << 31) ? "int" : "int64_t";
-    const bool reduction = kernel_.has_reduction();
+    const std::vector<ValueId> sums = column_members();
+    // A kernel with column sums walks rows, as a reduction does, even without a row reduction.
+    const bool by_rows = kernel_.has_reduction() || !sums.empty();
     record_arguments(result);
     const bool vectorized = plan_vector_accesses(result);
     // A reduction's block is sized to the row: four columns a thread, or two groups of
     // kVectorWidth (a GPT-2 row of 768 gets 256 threads, or 64 threads of 16-byte loads).
-    result.block = reduction ? shape_.reduction_block(vectorized ? reduction_block(columns() / kVectorWidth, 2) : reduction_block(columns(), 4))
-                             : shape_.pointwise_block;
-    const int64_t threads = reduction ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
-    const int64_t work = reduction ? rows() : (threads + shape_.pointwise_block - 1) / shape_.pointwise_block;
-    result.grid = std::max<int64_t>(1, std::min(work, kMaxGrid));
+    result.block = by_rows ? shape_.reduction_block(vectorized ? reduction_block(columns() / kVectorWidth, 2) : reduction_block(columns(), 4))
+                           : shape_.pointwise_block;
+    const int64_t threads = by_rows ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
+    const int64_t work = by_rows ? rows() : (threads + shape_.pointwise_block - 1) / shape_.pointwise_block;
+    result.grid = std::max<int64_t>(1, std::min(work, sums.empty() ? kMaxGrid : kColumnSumBlocks));
+    std::string parameter_list = parameters("__restrict__");
+    if (!sums.empty()) parameter_list += std::string(parameter_list.empty() ? "" : ", ") + "float* __restrict__ ws";
     std::ostringstream out;
     out << "\n// kernel " << index_ << ": " << describe() << "\n";
-    out << "extern \"C\" __global__ void __launch_bounds__(" << result.block << ") " << result.symbol << "("
-        << parameters("__restrict__") << ") {\n";
-    if (reduction) {
-      reduction_body(out, result.block, vectorized);
+    out << "extern \"C\" __global__ void __launch_bounds__(" << result.block << ") " << result.symbol << "(" << parameter_list << ") {\n";
+    if (by_rows) {
+      reduction_body(out, result.block, vectorized, result.grid);
     } else if (vectorized) {
       vectorized_pointwise_body(out);
     } else {
       pointwise_body(out);
     }
     out << "}\n";
+    if (!sums.empty()) {
+      result.finish_outputs = sums;
+      result.workspace_floats = static_cast<int64_t>(sums.size()) * result.grid * columns();
+      result.finish_symbol = result.symbol + "_finish";
+      result.finish_block = kFinishBlock;
+      result.finish_grid = static_cast<int64_t>(sums.size()) * ((columns() + 31) / 32);
+      finish_kernel(out, result);
+    }
     result.source = out.str();
     return result;
   }
@@ -227,7 +243,7 @@ class CudaKernelRenderer : KernelLayout {
       }
     }
     for (ValueId m : kernel_.stores) {
-      if (vectorizable(store_access_.at(m))) {
+      if (role(m) != KernelRole::column && vectorizable(store_access_.at(m))) {
         vector_stores_.insert(m);
         aligned.insert(m);
       }
@@ -309,7 +325,35 @@ class CudaKernelRenderer : KernelLayout {
     }
   }
 
-  void reduction_body(std::ostream& out, int block, bool vectorized) const {
+  // Adds up the blocks' partial column sums, in block order (the same result at every run): 32
+  // columns a block, each column's blocks split over 32 threads, whose sums then add up in order.
+  void finish_kernel(std::ostream& out, const RenderedKernel& kernel) const {
+    const std::vector<ValueId>& sums = kernel.finish_outputs;
+    const int64_t tiles = (columns() + 31) / 32;
+    out << "\n// the column sums of kernel " << index_ << ": " << kernel.grid << " blocks' partial sums added in order\n";
+    out << "extern \"C\" __global__ void __launch_bounds__(" << kFinishBlock << ") " << kernel.finish_symbol << "(const float* __restrict__ ws";
+    for (ValueId c : sums) out << ", float* __restrict__ s" << c;
+    out << ") {\n";
+    out << "  __shared__ float part[32][33];\n";
+    out << "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n";
+    out << "  const int sum = blockIdx.x / " << tiles << ";\n";
+    out << "  const int64_t j = (blockIdx.x - sum * " << tiles << ") * 32 + tx;\n";
+    out << "  const float* partials = ws + sum * INT64_C(" << kernel.grid * columns() << ");\n";
+    out << "  float total = 0.0f;\n";
+    out << "  if (j < " << columns() << ") {\n";
+    out << "    #pragma unroll 8\n";
+    out << "    for (int b = ty; b < " << kernel.grid << "; b += 32) total += partials[b * INT64_C(" << columns() << ") + j];\n";
+    out << "  }\n";
+    out << "  part[ty][tx] = total;\n";
+    out << "  __syncthreads();\n";
+    out << "  if (ty != 0 || j >= " << columns() << ") return;\n";
+    out << "  float column = 0.0f;\n";
+    out << "  for (int y = 0; y < 32; ++y) column += part[y][tx];\n";
+    for (std::size_t i = 0; i < sums.size(); ++i) out << "  if (sum == " << i << ") s" << sums[i] << "[j] = column;\n";
+    out << "}\n";
+  }
+
+  void reduction_body(std::ostream& out, int block, bool vectorized, int64_t grid) const {
     const std::string t = index_type_;
     int last_stage = 0;
     const std::map<ValueId, int> stage = stages(last_stage);
@@ -318,6 +362,12 @@ class CudaKernelRenderer : KernelLayout {
         out << "  __shared__ " << compute_type(graph_.type(r).dtype) << " shared" << r << "[33];\n";
       }
     }
+    // Column sums: each thread adds, over the block's rows, the columns it owns (the same ones in
+    // every row: `groups` of them, or of kVectorWidth-column groups) in registers.
+    const std::vector<ValueId> sums = column_members();
+    const int64_t units = vectorized ? columns() / kVectorWidth : columns();
+    const int64_t groups = (units + block - 1) / block;
+    for (ValueId c : sums) out << "  float col" << c << "[" << groups << "]" << (vectorized ? "[" + std::to_string(kVectorWidth) + "]" : "") << " = {};\n";
     out << "  for (" << t << " o = blockIdx.x; o < " << rows() << "; o += gridDim.x) {\n";
     const std::string indent = "    ", inner = "      ";
     emit_row_offsets(out, indent, "o", t);
@@ -359,12 +409,35 @@ class CudaKernelRenderer : KernelLayout {
       emit_row_values(out, indent, stage, s);
     }
     const std::vector<ValueId> element_stores = stores_of(KernelRole::element);
-    if (!element_stores.empty()) {
+    if (!element_stores.empty() && sums.empty()) {
       const std::vector<ValueId> members = element_closure(element_stores);
       open_columns(members, {}, element_stores);
       emit_elements(out, body, members);
       group_stores(out, body, element_stores);
       close_columns(element_stores);
+    } else if (!sums.empty()) {
+      // The last pass over the row, unrolled over the thread's column groups so that each adds
+      // into its own registers.
+      std::vector<ValueId> roots = element_stores;
+      for (ValueId c : sums) roots.push_back(graph_.node(c).inputs[0]);
+      const std::vector<ValueId> members = element_closure(roots);
+      const std::string group = inner + "  ", element = vectorized ? group + "  " : group;
+      out << indent << "#pragma unroll\n";
+      out << indent << "for (int k = 0; k < " << groups << "; ++k) {\n";
+      out << inner << "const " << t << (vectorized ? " cv" : " column") << " = threadIdx.x + k * " << block << ";\n";
+      out << inner << "if (" << (vectorized ? "cv" : "column") << " < " << units << ") {\n";
+      if (vectorized) {
+        out << group << "const " << t << " jv = cv * " << kVectorWidth << ";\n";
+        open_group(out, group, members, {}, element_stores);
+      } else {
+        emit_column_indices(out, group, "column");
+      }
+      emit_elements(out, element, members);
+      group_stores(out, element, element_stores);
+      for (ValueId c : sums) out << element << "col" << c << "[k]" << (vectorized ? "[u]" : "") << " += v" << graph_.node(c).inputs[0] << ";\n";
+      if (vectorized) close_group(out, group, element_stores);
+      out << inner << "}\n";
+      out << indent << "}\n";
     }
     const std::vector<ValueId> row_stores = stores_of(KernelRole::row);
     if (!row_stores.empty()) {
@@ -373,6 +446,20 @@ class CudaKernelRenderer : KernelLayout {
       out << indent << "}\n";
     }
     out << "  }\n";
+    // Each block's partial sums: row blockIdx.x of each column member's [grid, columns] partials.
+    for (std::size_t i = 0; i < sums.size(); ++i) {
+      const std::string row = "(INT64_C(" + std::to_string(static_cast<int64_t>(i) * grid) + ") + blockIdx.x) * " + std::to_string(columns());
+      out << "  #pragma unroll\n";
+      out << "  for (int k = 0; k < " << groups << "; ++k) {\n";
+      if (vectorized) {
+        out << "    const int cv = threadIdx.x + k * " << block << ";\n";
+        out << "    if (cv < " << units << ") k_store8(ws + " << row << " + cv * " << kVectorWidth << ", col" << sums[i] << "[k]);\n";
+      } else {
+        out << "    const int column = threadIdx.x + k * " << block << ";\n";
+        out << "    if (column < " << units << ") ws[" << row << " + column] = col" << sums[i] << "[k];\n";
+      }
+      out << "  }\n";
+    }
   }
 
   std::string symbol_;
@@ -385,7 +472,7 @@ class CudaKernelRenderer : KernelLayout {
 // variables) numbered by first appearance instead: p0, s1, v2, ... Names of accesses (o3, r3)
 // and dimensions (i0, j0) are numbered within the kernel already.
 std::string canonical_names(const std::string& code) {
-  static const std::regex value_name(R"(\b(p|s|v|acc|shared|w)([0-9]+)\b)");
+  static const std::regex value_name(R"(\b(p|s|v|acc|shared|w|col)([0-9]+)\b)");
   std::map<std::string, int> number;
   std::string out;
   auto last = code.cbegin();
@@ -434,13 +521,14 @@ RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& sche
     const std::size_t header_end = kernel.source.find('\n', 1) + 1;
     const std::string header = kernel.source.substr(0, header_end);
     const std::string code = canonical_names(kernel.source.substr(header_end));
-    std::string key = code;
-    key.replace(key.find(kernel.symbol), kernel.symbol.size(), "KERNEL");
+    std::string key = code;  // the code with the kernel's name (and its finish's) left out
+    for (std::size_t at = key.find(kernel.symbol); at != std::string::npos; at = key.find(kernel.symbol, at)) key.replace(at, kernel.symbol.size(), "KERNEL");
     const auto [first, inserted] = first_with_code.emplace(key, k);
     if (inserted) {
       kernel.source = header + code;
     } else {
       kernel.symbol = program.kernels[first->second].symbol;
+      kernel.finish_symbol = program.kernels[first->second].finish_symbol;
       kernel.source = header.substr(0, header.size() - 1) + " (the code of kernel " + std::to_string(first->second) + ")\n";
     }
     program.kernels.push_back(std::move(kernel));

@@ -61,6 +61,22 @@ std::string RenderedProgram::text() const {
   return all;
 }
 
+std::vector<std::string> RenderedProgram::symbols() const {
+  std::vector<std::string> names;
+  for (const RenderedKernel& kernel : kernels) names.push_back(kernel.symbol);
+  for (const RenderedKernel& kernel : kernels) {
+    if (!kernel.finish_symbol.empty()) names.push_back(kernel.finish_symbol);
+  }
+  return names;
+}
+
+std::vector<int> RenderedProgram::finish_launches() const {
+  std::vector<int> launches;
+  int next = static_cast<int>(kernels.size());
+  for (const RenderedKernel& kernel : kernels) launches.push_back(kernel.finish_symbol.empty() ? -1 : next++);
+  return launches;
+}
+
 bool KernelLayout::DomainAccess::operator<(const DomainAccess& o) const {
   return std::tie(base, strides, offset) < std::tie(o.base, o.strides, o.offset);
 }
@@ -151,6 +167,7 @@ void KernelLayout::collect() {
     operands_[m] = ops;
   }
   for (ValueId store : kernel_.stores) {
+    if (role(store) == KernelRole::column) continue;  // written by the kernel's finish (column_members)
     std::vector<int64_t> strides = contiguous_strides(kernel_.domain);
     if (role(store) == KernelRole::row) {
       std::vector<int64_t> rows(kernel_.domain.begin(), kernel_.domain.begin() + kernel_.reduce_from);
@@ -197,9 +214,10 @@ void KernelLayout::coalesce() {
     }
   };
   std::vector<Dim> rows, columns;
-  if (kernel_.has_reduction()) {
-    rows = merge(0, kernel_.reduce_from);
-    columns = merge(kernel_.reduce_from, rank());
+  if (kernel_.has_reduction() || kernel_.column_split > 0) {
+    const int split = kernel_.has_reduction() ? kernel_.reduce_from : kernel_.column_split;
+    rows = merge(0, split);
+    columns = merge(split, rank());
   } else {
     rows = merge(0, rank());
     if (!rows.empty()) {
@@ -362,7 +380,7 @@ std::map<ValueId, int> KernelLayout::stages(int& last_stage) const {
     for (ValueId in : node.inputs) {
       if (is_member(in)) s = std::max(s, stage[in]);
     }
-    if (ir::op_kind(node.op) == ir::OpKind::kReduction) {
+    if (role(m) != KernelRole::column && ir::op_kind(node.op) == ir::OpKind::kReduction) {
       s += 1;
       last_stage = std::max(last_stage, s);
     }
@@ -374,7 +392,7 @@ std::map<ValueId, int> KernelLayout::stages(int& last_stage) const {
 std::vector<ValueId> KernelLayout::reductions_in_stage(const std::map<ValueId, int>& stage, int s) const {
   std::vector<ValueId> reductions;
   for (ValueId m : kernel_.members) {
-    if (stage.at(m) == s && ir::op_kind(graph_.node(m).op) == ir::OpKind::kReduction) reductions.push_back(m);
+    if (stage.at(m) == s && role(m) != KernelRole::column && ir::op_kind(graph_.node(m).op) == ir::OpKind::kReduction) reductions.push_back(m);
   }
   return reductions;
 }
@@ -406,10 +424,20 @@ std::string KernelLayout::accumulate(ValueId reduction) const {
   return acc + " = " + x + " > " + acc + " ? " + x + " : " + acc + ";";
 }
 
+std::vector<ValueId> KernelLayout::column_members() const {
+  std::vector<ValueId> columns;
+  for (ValueId m : kernel_.members) {
+    if (role(m) == KernelRole::column) columns.push_back(m);
+  }
+  return columns;
+}
+
 void KernelLayout::record_arguments(RenderedKernel& kernel) const {
   kernel.arguments = bases_;
   kernel.reads = static_cast<int>(bases_.size());
-  kernel.arguments.insert(kernel.arguments.end(), kernel_.stores.begin(), kernel_.stores.end());
+  for (ValueId store : kernel_.stores) {
+    if (role(store) != KernelRole::column) kernel.arguments.push_back(store);
+  }
 }
 
 std::string KernelLayout::parameters(const std::string& restrict_keyword) const {
@@ -420,6 +448,7 @@ std::string KernelLayout::parameters(const std::string& restrict_keyword) const 
     separator = ", ";
   }
   for (ValueId store : kernel_.stores) {
+    if (role(store) == KernelRole::column) continue;
     out << separator << storage_type(graph_.type(store).dtype) << "* " << restrict_keyword << " s" << store;
     separator = ", ";
   }

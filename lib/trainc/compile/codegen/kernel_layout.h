@@ -30,12 +30,25 @@ struct RenderedKernel {
   // CUDA only: the launch (threads per block, and blocks).
   int block = 0;
   int64_t grid = 0;
+  // CUDA only, a kernel with column members: each block writes its partial column sums to a
+  // workspace of `workspace_floats` floats (its last argument), and the kernel `finish_symbol`
+  // (defined in `source` too), launched right after it on (workspace, finish_outputs...), adds
+  // the blocks' sums in block order into the column members' values.
+  std::vector<ir::ValueId> finish_outputs;
+  int64_t workspace_floats = 0;
+  std::string finish_symbol;
+  int finish_block = 0;
+  int64_t finish_grid = 0;
 };
 
 struct RenderedProgram {
   std::string prelude;  // what every kernel needs: math declarations, bf16 conversions
   std::vector<RenderedKernel> kernels;  // one per FusedKernel, in the schedule's kernel order
   std::string text() const;             // prelude and every kernel: one translation unit
+  // The functions a CUDA module loads, in launch-index order: each kernel's symbol, then each
+  // finish symbol in kernel order; and per kernel, the launch index of its finish (-1: none).
+  std::vector<std::string> symbols() const;
+  std::vector<int> finish_launches() const;
 };
 
 // How a target spells what C++ has no portable literal for.
@@ -88,6 +101,9 @@ class KernelLayout {
   std::vector<ir::ValueId> reductions_in_stage(const std::map<ir::ValueId, int>& stage, int s) const;
   void emit_row_values(std::ostream& out, const std::string& indent, const std::map<ir::ValueId, int>& stage, int s) const;
   std::vector<ir::ValueId> stores_of(KernelRole role) const;
+  // The column members (sums over the rows), in member order; a column member is a store, but the
+  // kernel writes each block's partial sums to a workspace, and a second kernel adds them up.
+  std::vector<ir::ValueId> column_members() const;
   // A reduction's starting value (0 or -inf), and the statement adding the element its input reads
   // in the column loop into acc<r>.
   std::string identity(ir::ValueId reduction) const;

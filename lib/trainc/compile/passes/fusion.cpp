@@ -11,6 +11,10 @@ using ir::Op;
 using ir::OpKind;
 using ir::ValueId;
 
+// The widest row a column member sums: a row-sized block (at most 1024 threads of 8 columns) then
+// keeps two groups of 8 sums per thread, four under max-autotune's halved block.
+constexpr int64_t kMaxColumnSumColumns = 16384;
+
 bool is_pointwise(Op op) {
   const OpKind kind = ir::op_kind(op);
   return kind == OpKind::kUnary || kind == OpKind::kBinary || kind == OpKind::kTernary;
@@ -24,9 +28,10 @@ bool is_pointwise(Op op) {
 // from eager's in about one draw of inputs in eight. A cast of a value a step computes (an
 // activation, a gradient) has the layout ATen would give it, so it joins the kernel that makes the
 // value, and the float32 original need not be stored at all. Float16 values stay with ATen.
-bool kernel_computes(const ir::Graph& graph, const ir::Node& node) {
-  const bool op_ok = is_pointwise(node.op) || (ir::op_kind(node.op) == OpKind::kReduction && ir::is_floating(node.type.dtype) &&
-                                               trailing_split(graph, node));
+bool kernel_computes(const ir::Graph& graph, const ir::Node& node, bool column_sums) {
+  const bool op_ok = is_pointwise(node.op) ||
+                     (ir::op_kind(node.op) == OpKind::kReduction && ir::is_floating(node.type.dtype) && trailing_split(graph, node)) ||
+                     (column_sums && leading_split(graph, node));
   if (!op_ok || node.type.dtype == ir::DType::f16) return false;
   if (node.op == Op::cast && node.type.dtype == ir::DType::bf16) {
     const ir::Node& source = graph.node(node.inputs[0]);
@@ -53,12 +58,25 @@ struct Grouping {
   std::optional<KernelRole> join_role(int kernel_index, ValueId id) const {
     const FusedKernel& kernel = schedule.kernels[static_cast<std::size_t>(kernel_index)];
     const ir::Node& node = graph.node(id);
+    if (const std::optional<int> leading = leading_split(graph, node)) {
+      // A column member: a sum over the kernel's rows of an element member over its whole domain.
+      const ValueId x = node.inputs[0];
+      const int rows_end = kernel.has_reduction() ? kernel.reduce_from : kernel.column_split;
+      if (!in_kernel(x, kernel_index) || role(x) != KernelRole::element || graph.type(x).shape != kernel.domain) return std::nullopt;
+      if (*leading >= static_cast<int>(kernel.domain.size()) || (rows_end != 0 && *leading != rows_end)) return std::nullopt;
+      // Each thread keeps its columns' sums in registers: a few groups of 8 at most.
+      int64_t columns = 1;
+      for (std::size_t d = static_cast<std::size_t>(*leading); d < kernel.domain.size(); ++d) columns *= kernel.domain[d];
+      if (columns > kMaxColumnSumColumns) return std::nullopt;
+      return KernelRole::column;
+    }
     if (ir::op_kind(node.op) == OpKind::kReduction) {
       const int split = *trailing_split(graph, node);
       const ValueId x = node.inputs[0];
       // A reduction over everything has a single row: one thread would run the whole kernel.
       if (split == 0 || graph.type(x).shape != kernel.domain || role(x) != KernelRole::element) return std::nullopt;
       if (kernel.has_reduction() && split != kernel.reduce_from) return std::nullopt;
+      if (kernel.column_split != 0 && split != kernel.column_split) return std::nullopt;
       return KernelRole::row;
     }
     const std::vector<int64_t>& shape = node.type.shape;
@@ -84,6 +102,16 @@ struct Grouping {
 
 }  // namespace
 
+std::optional<int> leading_split(const ir::Graph& graph, const ir::Node& node) {
+  if ((node.op != Op::sum && node.op != Op::sum_to_float) || node.type.dtype != ir::DType::f32) return std::nullopt;
+  const auto rank = static_cast<int>(graph.type(node.inputs[0]).rank());
+  std::set<int> axes;
+  for (int64_t axis : node.attrs.ints) axes.insert(static_cast<int>(axis < 0 ? axis + rank : axis));
+  const int split = static_cast<int>(axes.size());
+  if (axes.empty() || split >= rank || *axes.begin() != 0 || *axes.rbegin() != split - 1) return std::nullopt;
+  return split;
+}
+
 std::optional<int> trailing_split(const ir::Graph& graph, const ir::Node& node) {
   const auto rank = static_cast<int>(graph.type(node.inputs[0]).rank());
   std::set<int> axes;
@@ -106,7 +134,7 @@ bool is_lazy(const ir::Graph& graph, const Schedule& schedule, ValueId value) {
   return kind == OpKind::kView && schedule.accesses[static_cast<std::size_t>(value)].base != value;
 }
 
-Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copies) {
+Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copies, bool column_sums) {
   const auto n = static_cast<std::size_t>(graph.size());
   Schedule schedule;
   schedule.accesses = codegen::strided_accesses(graph);
@@ -126,7 +154,8 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
       for (ValueId in : node.inputs) source = std::max(source, newest_source[static_cast<std::size_t>(in)]);
       continue;
     }
-    if (kernel_computes(graph, node)) {
+    const bool column_sum = column_sums && leading_split(graph, node).has_value();
+    if (kernel_computes(graph, node, column_sums)) {
       const auto join = [&](int k) {
         const std::optional<KernelRole> role = grouping.join_role(k, id);
         if (!role) return false;
@@ -136,7 +165,11 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
         });
         if (!older) return false;
         FusedKernel& kernel = schedule.kernels[static_cast<std::size_t>(k)];
-        if (ir::op_kind(node.op) == OpKind::kReduction) kernel.reduce_from = *trailing_split(graph, node);
+        if (*role == KernelRole::column) {
+          kernel.column_split = *leading_split(graph, node);
+        } else if (ir::op_kind(node.op) == OpKind::kReduction) {
+          kernel.reduce_from = *trailing_split(graph, node);
+        }
         kernel.members.push_back(id);
         kernel.roles.push_back(*role);
         grouping.role_of[static_cast<std::size_t>(id)] = *role;
@@ -153,7 +186,7 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
       // the kernel's they were made for), or if the node reads no kernel's value at all: a value
       // recomputed from saved ones (x - mean in a layer norm's backward, between the two sums that
       // read it) is then computed where it is read instead of by a kernel of its own.
-      if (source < 0 && ir::op_kind(node.op) != OpKind::kReduction && !schedule.steps.empty() &&
+      if (source < 0 && !column_sum && ir::op_kind(node.op) != OpKind::kReduction && !schedule.steps.empty() &&
           schedule.steps.back().kind == ScheduleStep::Kind::kernel) {
         const int newest = schedule.steps.back().index;
         const bool made_for_copies =
@@ -163,7 +196,11 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
         });
         if (made_for_copies || reads_no_kernel) join(newest);
       }
-      if (source < 0) {
+      if (source < 0 && column_sum) {
+        // A column sum joins the kernel of what it sums or stays an ATen call (runtime/column_sums).
+        source = static_cast<int>(schedule.steps.size());
+        schedule.steps.push_back({ScheduleStep::Kind::aten, id});
+      } else if (source < 0) {
         FusedKernel kernel;
         const bool reduction = ir::op_kind(node.op) == OpKind::kReduction;
         kernel.domain = reduction ? graph.type(node.inputs[0]).shape : node.type.shape;

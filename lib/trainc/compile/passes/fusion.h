@@ -7,7 +7,10 @@
 //   - a reduction over trailing dimensions fuses with the pointwise ops that feed it, with other
 //     reductions over the same rows (layer norm's mean and variance, softmax's max and sum), and
 //     with the pointwise ops that follow, at row level (one value per row) or element level;
-//   - extern ops, random draws, reductions over leading dimensions, casts of parameters and views
+//   - on a GPU (`column_sums`), a float32 sum over the leading dimensions of an element member
+//     joins its kernel as a column member, when those dimensions are the kernel's rows: each
+//     block adds up its rows' values per column, and a second, small kernel adds the blocks' sums;
+//   - extern ops, random draws, other reductions over leading dimensions, casts of parameters and views
 //     into bf16 (fusion.cpp says why) and float16 values stay ATen calls; views, constants and iota are never steps of their own: kernels read them in place.
 //   - a node joins a kernel only when all else it reads comes from steps older than the kernel, so
 //     steps run in the order they are made and never wait on each other in a cycle.
@@ -23,14 +26,18 @@
 
 namespace trainc {
 
-// How a member of a kernel is indexed: per element of the domain, or once per row.
-enum class KernelRole : uint8_t { element, row };
+// How a member of a kernel is indexed: per element of the domain, once per row, or once per
+// column (a sum over the rows of an element member: a bias's or a layer norm's parameter gradient).
+enum class KernelRole : uint8_t { element, row, column };
 
 struct FusedKernel {
   std::vector<ir::ValueId> members;  // the nodes computed, in topological order
   std::vector<KernelRole> roles;     // one per member
   std::vector<int64_t> domain;       // the iteration shape
   int reduce_from = 0;               // dimensions [reduce_from, rank) are reduced; rank: no reduction
+  // With column members: dimensions [0, column_split) are the rows they sum over, the rest their
+  // columns (equal to reduce_from in a kernel with a reduction); 0 without column members.
+  int column_split = 0;
   std::vector<ir::ValueId> stores;   // members other steps or the program's outputs read
   bool has_reduction() const { return reduce_from < static_cast<int>(domain.size()); }
 };
@@ -56,8 +63,13 @@ bool is_lazy(const ir::Graph& graph, const Schedule& schedule, ir::ValueId value
 // nullopt otherwise (reductions over leading dimensions stay ATen calls).
 std::optional<int> trailing_split(const ir::Graph& graph, const ir::Node& node);
 
+// The number of leading dimensions a float32 sum (sum or sum_to_float) reduces when its axes are
+// exactly the leading ones and it keeps at least one; nullopt otherwise.
+std::optional<int> leading_split(const ir::Graph& graph, const ir::Node& node);
+
 // `copies` (optional, per node) marks the copies passes/rematerialize made: a kernel that starts
-// with them takes the nodes of the reader kernel they were made for.
-Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copies = {});
+// with them takes the nodes of the reader kernel they were made for. `column_sums`: sums over
+// leading dimensions may join kernels as column members (CUDA programs; the C++ renderer has none).
+Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copies = {}, bool column_sums = false);
 
 }  // namespace trainc

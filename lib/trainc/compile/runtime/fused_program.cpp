@@ -35,7 +35,11 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     std::vector<bool> aligned(kernel.arguments.size(), false);
     for (int a : kernel.aligned_arguments) aligned[static_cast<std::size_t>(a)] = true;
     aligned_.push_back(std::move(aligned));
+    finish_outputs_.push_back(kernel.finish_outputs);
+    workspace_floats_.push_back(kernel.workspace_floats);
   }
+  finish_launch_ = rendered.finish_launches();
+  workspace_.resize(rendered.kernels.size());
   // Release each value after the last step that reads it (through views too); outputs stay.
   const auto n = static_cast<std::size_t>(graph_.size());
   std::vector<int> last(n, -1);
@@ -230,8 +234,25 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
         launch_shape_[k] = choose_launch_shape(k, pointers);
         decided_[s] = true;
       }
+      if (workspace_floats_[k] > 0) {
+        if (!workspace_[k].defined()) workspace_[k] = at::empty({workspace_floats_[k]}, at::TensorOptions().dtype(at::kFloat).device(device_));
+        pointers.push_back(workspace_[k].data_ptr());
+      }
       const int shape = launch_shape_[k];
       (shape < 0 ? launcher_ : launch_variants_.launchers[static_cast<std::size_t>(shape)])(k, pointers.data(), pointers.size());
+      if (finish_launch_[k] >= 0) {
+        // The column sums: the blocks' partial sums added up into each column member.
+        std::vector<void*> finish = {workspace_[k].data_ptr()};
+        for (ir::ValueId id : finish_outputs_[k]) {
+          const ir::TensorType& type = graph_.type(id);
+          const int slot = plan_.slot_of[static_cast<std::size_t>(id)];
+          const auto options = at::TensorOptions().dtype(ir::to_scalar_type(type.dtype)).device(device_);
+          values[static_cast<std::size_t>(id)] = slot >= 0 ? at::from_blob(arena_[static_cast<std::size_t>(slot)].data_ptr(), type.shape, options)
+                                                           : at::empty(type.shape, options);
+          finish.push_back(values[static_cast<std::size_t>(id)].data_ptr());
+        }
+        launcher_(static_cast<std::size_t>(finish_launch_[k]), finish.data(), finish.size());
+      }
     }
     if (profiling) {
       // A GPU runs steps asynchronously: a copy to the host waits for this one to finish (not
