@@ -531,4 +531,14 @@ TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that make
   CHECK(std::find(kernel.arguments.begin(), kernel.arguments.end(), weight) == kernel.arguments.end());  // the finish writes it
   CHECK(program.symbols() == std::vector<std::string>{"trainc_kernel_bwd_0", "trainc_kernel_bwd_1", "trainc_kernel_bwd_1_finish"});
   CHECK(program.finish_launches() == std::vector<int>{-1, 2});
+
+  // The next layer's copy of the kernel (after a product, so a kernel of its own) launches the
+  // first one's code, its finish included.
+  const ValueId grad2 = g.add(Op::matmul, {g.add_input("g2", f32({4, 8, 64})), g.add_input("w2", f32({64, 64}))});
+  const ValueId x2 = g.add_input("x2", f32({4, 8, 64}));
+  g.mark_output(g.add(Op::sum, {g.add(Op::mul, {grad2, x2})}, ints({0, 1})));
+  const codegen::RenderedProgram layers = codegen::render_cuda_kernels(g, schedule_kernels(g, {}, true), "bwd");
+  REQUIRE(layers.kernels.size() == 3);
+  CHECK(layers.kernels[2].symbol == "trainc_kernel_bwd_1");
+  CHECK(layers.kernels[2].finish_symbol == "trainc_kernel_bwd_1_finish");
 }

@@ -147,8 +147,13 @@ class CudaKernelRenderer : KernelLayout {
     const bool vectorized = plan_vector_accesses(result);
     // A reduction's block is sized to the row: four columns a thread, or two groups of
     // kVectorWidth (a GPT-2 row of 768 gets 256 threads, or 64 threads of 16-byte loads).
-    result.block = by_rows ? shape_.reduction_block(vectorized ? reduction_block(columns() / kVectorWidth, 2) : reduction_block(columns(), 4))
-                           : shape_.pointwise_block;
+    // With column sums, one column (or group) a thread in whole warps: each thread's sums are
+    // registers the last pass over the row adds into, once per column it owns, and owning one
+    // keeps that pass as lean as a pointwise kernel's.
+    const int64_t units = vectorized ? columns() / kVectorWidth : columns();
+    result.block = !sums.empty() ? column_sum_block(units)
+                   : by_rows     ? shape_.reduction_block(vectorized ? reduction_block(units, 2) : reduction_block(units, 4))
+                                 : shape_.pointwise_block;
     const int64_t threads = by_rows ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
     const int64_t work = by_rows ? rows() : (threads + shape_.pointwise_block - 1) / shape_.pointwise_block;
     result.grid = std::max<int64_t>(1, std::min(work, sums.empty() ? kMaxGrid : kColumnSumBlocks));
@@ -325,12 +330,23 @@ class CudaKernelRenderer : KernelLayout {
     }
   }
 
+  // Threads for a kernel with column sums over rows of `units`: whole warps, one unit each (at
+  // most 1024 threads), times max-autotune's scale.
+  int column_sum_block(int64_t units) const {
+    const auto warps = [](int64_t threads) { return static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (threads + 31) / 32 * 32))); };
+    int block = warps(units);
+    for (int s = 0; s < shape_.reduction_scale_log2; ++s) block = warps(2 * block);
+    for (int s = 0; s > shape_.reduction_scale_log2; --s) block = warps(block / 2);
+    return block;
+  }
+
   // Adds up the blocks' partial column sums, in block order (the same result at every run): 32
   // columns a block, each column's blocks split over 32 threads, whose sums then add up in order.
   void finish_kernel(std::ostream& out, const RenderedKernel& kernel) const {
     const std::vector<ValueId>& sums = kernel.finish_outputs;
     const int64_t tiles = (columns() + 31) / 32;
-    out << "\n// the column sums of kernel " << index_ << ": " << kernel.grid << " blocks' partial sums added in order\n";
+    // (No kernel index here: a layer's repeat of this code must render the same text.)
+    out << "\n// the column sums: " << kernel.grid << " blocks' partial sums added in order\n";
     out << "extern \"C\" __global__ void __launch_bounds__(" << kFinishBlock << ") " << kernel.finish_symbol << "(const float* __restrict__ ws";
     for (ValueId c : sums) out << ", float* __restrict__ s" << c;
     out << ") {\n";

@@ -230,13 +230,13 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
         }
         pointers.push_back(held.back().data_ptr());
       }
+      if (workspace_floats_[k] > 0) {  // the kernel's last argument
+        if (!workspace_[k].defined()) workspace_[k] = at::empty({workspace_floats_[k]}, at::TensorOptions().dtype(at::kFloat).device(device_));
+        pointers.push_back(workspace_[k].data_ptr());
+      }
       if (!decided_[s] && !cuda_stream_capturing()) {
         launch_shape_[k] = choose_launch_shape(k, pointers);
         decided_[s] = true;
-      }
-      if (workspace_floats_[k] > 0) {
-        if (!workspace_[k].defined()) workspace_[k] = at::empty({workspace_floats_[k]}, at::TensorOptions().dtype(at::kFloat).device(device_));
-        pointers.push_back(workspace_[k].data_ptr());
       }
       const int shape = launch_shape_[k];
       (shape < 0 ? launcher_ : launch_variants_.launchers[static_cast<std::size_t>(shape)])(k, pointers.data(), pointers.size());
