@@ -211,6 +211,7 @@ ColumnSumGraph column_sums_graph(DType dtype, int64_t width) {
   out("centered rows", centered);
   out("column sums in a row reduction's kernel", column_sum(graph.add(Op::mul, {centered, y}), {0}));
   out("a second column sum in the same kernel", column_sum(centered, {0}));
+  out("column sums of an input a kernel loads", column_sum(x, {0}));
   out("column sums over two leading dimensions", column_sum(graph.add(Op::exp, {z}), {0, 1}));
   return g;
 }

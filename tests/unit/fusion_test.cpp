@@ -496,49 +496,52 @@ TEST_CASE("CUDA kernels whose code differs only in the values they name are comp
   CHECK_THAT(program.kernels[0].source, Contains("(const float* __restrict__ p0, float* __restrict__ s1)"));
 }
 
-TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that makes what it sums", "[unit][fusion]") {
-  // A layer norm's backward with its parameters' gradients (g: the output's gradient):
+TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that makes or loads what it sums", "[unit][fusion]") {
+  // A layer norm's backward with its parameters' gradients (g: the output's gradient, x: x-hat):
   //   g ──sum(rows)──div──sub──> dx (element)     sum over the leading dims of g      (bias)
   //                                               sum over the leading dims of g * x  (weight)
+  // twice: the second layer's g is a product's output.
   Graph g;
-  const ValueId grad = g.add_input("g", f32({4, 8, 64}));
-  const ValueId x = g.add_input("x", f32({4, 8, 64}));
-  const ValueId d = g.add(Op::constant, {}, scalar(64.0));
-  g.mark_output(g.add(Op::sub, {grad, g.add(Op::div, {g.add(Op::sum, {grad}, ints({2}, true)), d})}));
-  const ValueId bias = g.add(Op::sum, {grad}, ints({0, 1}));
-  const ValueId weight = g.add(Op::sum, {g.add(Op::mul, {grad, x})}, ints({0, 1}));
-  g.mark_output(bias);
-  g.mark_output(weight);
-  // Without column sums (the CPU), they are ATen calls (the first reads the input itself).
-  CHECK(steps_of(g, schedule_kernels(g)) == std::vector<std::string>{"sum div sub", "aten:sum", "mul", "aten:sum"});
+  const auto layer = [&](ValueId grad, ValueId x) {
+    const ValueId d = g.add(Op::constant, {}, scalar(64.0));
+    g.mark_output(g.add(Op::sub, {grad, g.add(Op::div, {g.add(Op::sum, {grad}, ints({2}, true)), d})}));
+    const ValueId bias = g.add(Op::sum, {grad}, ints({0, 1}));
+    const ValueId weight = g.add(Op::sum, {g.add(Op::mul, {grad, x})}, ints({0, 1}));
+    g.mark_output(bias);
+    g.mark_output(weight);
+    return std::vector<ValueId>{bias, weight};
+  };
+  const std::vector<ValueId> sums = layer(g.add_input("g", f32({4, 8, 64})), g.add_input("x", f32({4, 8, 64})));
+  const ValueId product = g.add(Op::matmul, {g.add_input("g2", f32({4, 8, 64})), g.add_input("w2", f32({64, 64}))});
+  layer(product, g.add_input("x2", f32({4, 8, 64})));
+  // Without column sums (the CPU), they are ATen calls reading stored values.
+  CHECK(steps_of(g, schedule_kernels(g)) ==
+        std::vector<std::string>{"sum div sub", "aten:sum", "mul", "aten:sum", "aten:matmul", "sum div sub", "aten:sum", "mul", "aten:sum"});
+  // With them, the sum of g joins the kernel that loads g, and the sum of g * x the kernel that
+  // computes g * x (the same one: g * x reads no kernel's value and joins the newest).
   const Schedule s = schedule_kernels(g, {}, /*column_sums=*/true);
-  // g is an input, not a kernel's member, so its sum stays ATen's; g * x starts a kernel (the
-  // newest step is that ATen call), and the sum of g * x joins it as a column member.
-  CHECK(steps_of(g, s) == std::vector<std::string>{"sum div sub", "aten:sum", "mul sum"});
-  const FusedKernel& with_sum = s.kernels.back();
-  CHECK(with_sum.roles.back() == KernelRole::column);
-  CHECK(with_sum.column_split == 2);
-  CHECK_FALSE(with_sum.has_reduction());
+  CHECK(steps_of(g, s) == std::vector<std::string>{"sum div sub sum mul sum", "aten:matmul", "sum div sub sum mul sum"});
+  const FusedKernel& first = s.kernels.front();
+  CHECK(first.reduce_from == 2);
+  CHECK(first.column_split == 2);
+  CHECK(std::count(first.roles.begin(), first.roles.end(), KernelRole::column) == 2);
 
   const codegen::RenderedProgram program = codegen::render_cuda_kernels(g, s, "bwd");
-  const codegen::RenderedKernel& kernel = program.kernels.back();
-  REQUIRE(kernel.finish_outputs == std::vector<ValueId>{weight});
+  REQUIRE(program.kernels.size() == 2);
+  const codegen::RenderedKernel& kernel = program.kernels.front();
+  CHECK(kernel.finish_outputs == sums);
   CHECK(kernel.grid == 32);  // one block a row: 32 rows, fewer than the column sums' 1024 blocks
-  CHECK(kernel.workspace_floats == 32 * 64);
-  CHECK(kernel.finish_symbol == "trainc_kernel_bwd_1_finish");
-  CHECK(kernel.finish_grid == 2);  // 64 columns, 32 a block
-  CHECK_THAT(kernel.source, Contains("float* __restrict__ ws)") && Contains("k_store8(ws + ") && Contains("__global__ void __launch_bounds__(1024) trainc_kernel_bwd_1_finish("));
-  CHECK(std::find(kernel.arguments.begin(), kernel.arguments.end(), weight) == kernel.arguments.end());  // the finish writes it
-  CHECK(program.symbols() == std::vector<std::string>{"trainc_kernel_bwd_0", "trainc_kernel_bwd_1", "trainc_kernel_bwd_1_finish"});
-  CHECK(program.finish_launches() == std::vector<int>{-1, 2});
-
-  // The next layer's copy of the kernel (after a product, so a kernel of its own) launches the
-  // first one's code, its finish included.
-  const ValueId grad2 = g.add(Op::matmul, {g.add_input("g2", f32({4, 8, 64})), g.add_input("w2", f32({64, 64}))});
-  const ValueId x2 = g.add_input("x2", f32({4, 8, 64}));
-  g.mark_output(g.add(Op::sum, {g.add(Op::mul, {grad2, x2})}, ints({0, 1})));
-  const codegen::RenderedProgram layers = codegen::render_cuda_kernels(g, schedule_kernels(g, {}, true), "bwd");
-  REQUIRE(layers.kernels.size() == 3);
-  CHECK(layers.kernels[2].symbol == "trainc_kernel_bwd_1");
-  CHECK(layers.kernels[2].finish_symbol == "trainc_kernel_bwd_1_finish");
+  CHECK(kernel.block == 32);  // 8 groups of 8 columns, one a thread, in a whole warp
+  CHECK(kernel.workspace_floats == 2 * 32 * 64);
+  CHECK(kernel.finish_symbol == "trainc_kernel_bwd_0_finish");
+  CHECK(kernel.finish_grid == 4);  // two sums of 64 columns, 32 a block
+  CHECK_THAT(kernel.source, Contains("float* __restrict__ ws)") && Contains("k_store8(ws + ") &&
+                                Contains("__global__ void __launch_bounds__(1024) trainc_kernel_bwd_0_finish("));
+  for (ValueId sum : sums) CHECK(std::find(kernel.arguments.begin(), kernel.arguments.end(), sum) == kernel.arguments.end());  // the finish writes them
+  // The second layer's kernel launches the first one's code, its finish included.
+  CHECK(program.kernels[1].symbol == "trainc_kernel_bwd_0");
+  CHECK(program.kernels[1].finish_symbol == "trainc_kernel_bwd_0_finish");
+  CHECK(program.symbols() ==
+        std::vector<std::string>{"trainc_kernel_bwd_0", "trainc_kernel_bwd_0", "trainc_kernel_bwd_0_finish", "trainc_kernel_bwd_0_finish"});
+  CHECK(program.finish_launches() == std::vector<int>{2, 3});
 }

@@ -435,7 +435,7 @@ class CudaKernelRenderer : KernelLayout {
       // The last pass over the row, unrolled over the thread's column groups so that each adds
       // into its own registers.
       std::vector<ValueId> roots = element_stores;
-      for (ValueId c : sums) roots.push_back(graph_.node(c).inputs[0]);
+      for (ValueId c : sums) roots.push_back(graph_.node(c).inputs[0]);  // a member's, or a load's (not a member)
       const std::vector<ValueId> members = element_closure(roots);
       const std::string group = inner + "  ", element = vectorized ? group + "  " : group;
       out << indent << "#pragma unroll\n";
@@ -444,13 +444,13 @@ class CudaKernelRenderer : KernelLayout {
       out << inner << "if (" << (vectorized ? "cv" : "column") << " < " << units << ") {\n";
       if (vectorized) {
         out << group << "const " << t << " jv = cv * " << kVectorWidth << ";\n";
-        open_group(out, group, members, {}, element_stores);
+        open_group(out, group, members, sums, element_stores);
       } else {
         emit_column_indices(out, group, "column");
       }
       emit_elements(out, element, members);
       group_stores(out, element, element_stores);
-      for (ValueId c : sums) out << element << "col" << c << "[k]" << (vectorized ? "[u]" : "") << " += v" << graph_.node(c).inputs[0] << ";\n";
+      for (ValueId c : sums) out << element << "col" << c << "[k]" << (vectorized ? "[u]" : "") << " += " << read(operands_.at(c)[0], true) << ";\n";
       if (vectorized) close_group(out, group, element_stores);
       out << inner << "}\n";
       out << indent << "}\n";

@@ -159,8 +159,9 @@ void KernelLayout::collect() {
         ops.push_back({in, -1, in});
         continue;
       }
-      // A reduction reads its input over the whole domain; everything else at its own shape.
-      const bool reduction = ir::op_kind(node.op) == ir::OpKind::kReduction;
+      // A reduction (a column sum too) reads its input over the whole domain; everything else at
+      // its own shape.
+      const bool reduction = ir::op_kind(node.op) == ir::OpKind::kReduction || role(m) == KernelRole::column;
       const KernelRole as = reduction ? KernelRole::element : role(m);
       ops.push_back({-1, add_access(domain_access(in, reduction ? kernel_.domain : node.type.shape, as)), in});
     }

@@ -14,6 +14,9 @@ using ir::ValueId;
 // The widest row a column member sums: a row-sized block (at most 1024 threads of 8 columns) then
 // keeps two groups of 8 sums per thread, four under max-autotune's halved block.
 constexpr int64_t kMaxColumnSumColumns = 16384;
+// How many of the newest kernels a column sum of a value no kernel computes looks through for one
+// that loads the value.
+constexpr int kColumnSumLookback = 8;
 
 bool is_pointwise(Op op) {
   const OpKind kind = ir::op_kind(op);
@@ -52,6 +55,18 @@ struct Grouping {
   std::vector<KernelRole> role_of;
 
   KernelRole role(ValueId value) const { return role_of[static_cast<std::size_t>(value)]; }
+  // Whether an element member of `kernel` reads `value` (not a member) at the kernel's shape: the
+  // kernel loads each of its elements anyway.
+  bool reads_whole(const FusedKernel& kernel, ValueId value) const {
+    for (std::size_t i = 0; i < kernel.members.size(); ++i) {
+      const ir::Node& member = graph.node(kernel.members[i]);
+      if (kernel.roles[i] == KernelRole::element && member.type.shape == kernel.domain &&
+          std::find(member.inputs.begin(), member.inputs.end(), value) != member.inputs.end()) {
+        return true;
+      }
+    }
+    return false;
+  }
   bool in_kernel(ValueId value, int kernel) const { return schedule.kernel_of[static_cast<std::size_t>(value)] == kernel; }
 
   // The role `id` would take in `kernel`, or nullopt when it cannot join it.
@@ -62,7 +77,8 @@ struct Grouping {
       // A column member: a sum over the kernel's rows of an element member over its whole domain.
       const ValueId x = node.inputs[0];
       const int rows_end = kernel.has_reduction() ? kernel.reduce_from : kernel.column_split;
-      if (!in_kernel(x, kernel_index) || role(x) != KernelRole::element || graph.type(x).shape != kernel.domain) return std::nullopt;
+      const bool computed_here = in_kernel(x, kernel_index) && role(x) == KernelRole::element;
+      if (!(computed_here || (!in_kernel(x, kernel_index) && reads_whole(kernel, x))) || graph.type(x).shape != kernel.domain) return std::nullopt;
       if (*leading >= static_cast<int>(kernel.domain.size()) || (rows_end != 0 && *leading != rows_end)) return std::nullopt;
       // Each thread keeps its columns' sums in registers: a few groups of 8 at most.
       int64_t columns = 1;
@@ -180,6 +196,15 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
       for (ValueId in : node.inputs) {
         const int k = schedule.kernel_of[static_cast<std::size_t>(in)];
         if (k >= 0 && join(k)) break;
+      }
+      // A column sum of a value no kernel computes (a product's output) joins the newest of the
+      // last few kernels that load it whole (a layer norm's backward reads its output's gradient).
+      for (int k = static_cast<int>(schedule.kernels.size()) - 1, tried = 0; source < 0 && column_sum && k >= 0 && tried < kColumnSumLookback;
+           --k, ++tried) {
+        if (schedule.kernel_of[static_cast<std::size_t>(node.inputs[0])] < 0 &&
+            grouping.reads_whole(schedule.kernels[static_cast<std::size_t>(k)], node.inputs[0])) {
+          join(k);
+        }
       }
       // The newest step, when it is a kernel, takes a pointwise node that could not join a kernel
       // it reads, if the kernel starts with copies made by rematerialize_loads (the node is one of
