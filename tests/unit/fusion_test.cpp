@@ -511,12 +511,18 @@ TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that make
     g.mark_output(weight);
     return std::vector<ValueId>{bias, weight};
   };
-  const std::vector<ValueId> sums = layer(g.add_input("g", f32({4, 8, 64})), g.add_input("x", f32({4, 8, 64})));
-  const ValueId product = g.add(Op::matmul, {g.add_input("g2", f32({4, 8, 64})), g.add_input("w2", f32({64, 64}))});
-  layer(product, g.add_input("x2", f32({4, 8, 64})));
+  const std::vector<ValueId> sums = layer(g.add_input("g", f32({16, 64, 64})), g.add_input("x", f32({16, 64, 64})));
+  const ValueId product = g.add(Op::matmul, {g.add_input("g2", f32({16, 64, 64})), g.add_input("w2", f32({64, 64}))});
+  layer(product, g.add_input("x2", f32({16, 64, 64})));
   // Without column sums (the CPU), they are ATen calls reading stored values.
   CHECK(steps_of(g, schedule_kernels(g)) ==
         std::vector<std::string>{"sum div sub", "aten:sum", "mul", "aten:sum", "aten:matmul", "sum div sub", "aten:sum", "mul", "aten:sum"});
+  // Over fewer than 1024 rows (a kernel of fewer blocks than a GPU has room for), they stay ATen's.
+  Graph few;
+  const ValueId small = few.add_input("g", f32({4, 8, 64}));
+  few.mark_output(few.add(Op::exp, {small}));
+  few.mark_output(few.add(Op::sum, {few.add(Op::exp, {small})}, ints({0, 1})));
+  CHECK(steps_of(few, schedule_kernels(few, {}, true)) == std::vector<std::string>{"exp exp", "aten:sum"});
   // With them, the sum of g joins the kernel that loads g, and the sum of g * x the kernel that
   // computes g * x (the same one: g * x reads no kernel's value and joins the newest).
   const Schedule s = schedule_kernels(g, {}, /*column_sums=*/true);
@@ -530,9 +536,9 @@ TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that make
   REQUIRE(program.kernels.size() == 2);
   const codegen::RenderedKernel& kernel = program.kernels.front();
   CHECK(kernel.finish_outputs == sums);
-  CHECK(kernel.grid == 32);  // one block a row: 32 rows, fewer than the column sums' 1024 blocks
+  CHECK(kernel.grid == 1024);  // one block a row: 1024 rows, the least a column sum joins, and the most blocks it runs
   CHECK(kernel.block == 32);  // 8 groups of 8 columns, one a thread, in a whole warp
-  CHECK(kernel.workspace_floats == 2 * 32 * 64);
+  CHECK(kernel.workspace_floats == 2 * 1024 * 64);
   CHECK(kernel.finish_symbol == "trainc_kernel_bwd_0_finish");
   CHECK(kernel.finish_grid == 4);  // two sums of 64 columns, 32 a block
   CHECK_THAT(kernel.source, Contains("float* __restrict__ ws)") && Contains("k_store8(ws + ") &&

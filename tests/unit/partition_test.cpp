@@ -208,3 +208,21 @@ TEST_CASE("a residual stream and per-row statistics are saved where recomputing 
     }
   }
 }
+
+TEST_CASE("a statistic broadcast to a larger shape is recomputed, not saved", "[unit][ir][partition]") {
+  //   b = sum(x, rows) [8, 1] + sum(x, columns) [1, 16]   (made of statistics only, but [8, 16])
+  //   loss = sum(b * x): the backward reads b
+  Graph forward;
+  const ValueId x = forward.add_input("x", {DType::f32, {8, 16}});
+  Attributes rows, columns, all;
+  rows.ints = {1};
+  rows.keepdim = true;
+  columns.ints = {0};
+  columns.keepdim = true;
+  all.ints = {0, 1};
+  const ValueId b = forward.add(Op::add, {forward.add(Op::sum, {x}, rows), forward.add(Op::sum, {x}, columns)});
+  forward.mark_output(forward.add(Op::sum, {forward.add(Op::mul, {b, x})}, all));
+  const StepPrograms programs = partition(differentiate(forward, {true}));
+  CHECK(saved_of(programs, Op::add) == 0);
+  CHECK(saved_of(programs, Op::sum) == 2);
+}

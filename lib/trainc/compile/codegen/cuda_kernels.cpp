@@ -450,7 +450,13 @@ class CudaKernelRenderer : KernelLayout {
       }
       emit_elements(out, element, members);
       group_stores(out, element, element_stores);
-      for (ValueId c : sums) out << element << "col" << c << "[k]" << (vectorized ? "[u]" : "") << " += " << read(operands_.at(c)[0], true) << ";\n";
+      for (ValueId c : sums) {
+        // A bf16 member holds its float value unrounded until stored: the sum adds it as stored.
+        const Operand& addend = operands_.at(c)[0];
+        const bool rounded = addend.member >= 0 && graph_.type(addend.member).dtype == ir::DType::bf16;
+        const std::string term = rounded ? "k_round_bf16(" + read(addend, true) + ")" : read(addend, true);
+        out << element << "col" << c << "[k]" << (vectorized ? "[u]" : "") << " += " << term << ";\n";
+      }
       if (vectorized) close_group(out, group, element_stores);
       out << inner << "}\n";
       out << indent << "}\n";

@@ -93,7 +93,10 @@ std::vector<bool> worth_saving(const Graph& g, const std::vector<bool>& backward
     });
     int64_t read_bytes = 0;
     for (const auto& read : reads) read_bytes += read.second;
-    if (of_statistics || static_cast<double>(read_bytes) > kReadAllowance * static_cast<double>(bytes_of(g, id))) {
+    const double bytes = static_cast<double>(bytes_of(g, id)), read = static_cast<double>(read_bytes);
+    // A statistic broadcast to a larger shape (row + column statistics) is cheap to recompute and
+    // costly to keep: only statistics about the size of what they are made from are saved.
+    if ((of_statistics && bytes <= kReadAllowance * read) || read > kReadAllowance * bytes) {
       save[static_cast<std::size_t>(id)] = true;
       statistic[static_cast<std::size_t>(id)] = of_statistics;
       at_edge(id);

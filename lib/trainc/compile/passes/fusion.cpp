@@ -14,6 +14,9 @@ using ir::ValueId;
 // The widest row a column member sums: a row-sized block (at most 1024 threads of 8 columns) then
 // keeps two groups of 8 sums per thread, four under max-autotune's halved block.
 constexpr int64_t kMaxColumnSumColumns = 16384;
+// Fewer rows than this make a kernel with column sums run on fewer blocks than a GPU has room for
+// (a block takes rows; the kernel it joins would otherwise have run a block per row or finer).
+constexpr int64_t kMinColumnSumRows = 1024;
 // How many of the newest kernels a column sum of a value no kernel computes looks through for one
 // that loads the value.
 constexpr int kColumnSumLookback = 8;
@@ -83,8 +86,12 @@ struct Grouping {
       // Each thread keeps its columns' sums in registers: a few groups of 8 at most.
       int64_t columns = 1;
       for (std::size_t d = static_cast<std::size_t>(*leading); d < kernel.domain.size(); ++d) columns *= kernel.domain[d];
-      if (columns > kMaxColumnSumColumns) return std::nullopt;
+      if (columns > kMaxColumnSumColumns || graph.type(x).numel() / columns < kMinColumnSumRows) return std::nullopt;
       return KernelRole::column;
+    }
+    // A column member's value exists only after the kernel (its finish adds the blocks' sums).
+    if (std::any_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) { return in_kernel(in, kernel_index) && role(in) == KernelRole::column; })) {
+      return std::nullopt;
     }
     if (ir::op_kind(node.op) == OpKind::kReduction) {
       const int split = *trailing_split(graph, node);

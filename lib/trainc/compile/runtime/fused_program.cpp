@@ -39,7 +39,6 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     workspace_floats_.push_back(kernel.workspace_floats);
   }
   finish_launch_ = rendered.finish_launches();
-  workspace_.resize(rendered.kernels.size());
   // Release each value after the last step that reads it (through views too); outputs stay.
   const auto n = static_cast<std::size_t>(graph_.size());
   std::vector<int> last(n, -1);
@@ -184,6 +183,8 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
   TRAINC_CHECK(next_input == inputs.size(), "more tensors than program inputs");
   if (arena_.empty()) {
     for (int64_t bytes : plan_.slot_bytes) arena_.push_back(at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device_)));
+    const int64_t floats = workspace_floats_.empty() ? 0 : *std::max_element(workspace_floats_.begin(), workspace_floats_.end());
+    if (floats > 0) workspace_ = at::empty({floats}, at::TensorOptions().dtype(at::kFloat).device(device_));
   }
 
   std::vector<at::Tensor> held;  // contiguous copies made for one kernel call
@@ -230,10 +231,7 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
         }
         pointers.push_back(held.back().data_ptr());
       }
-      if (workspace_floats_[k] > 0) {  // the kernel's last argument
-        if (!workspace_[k].defined()) workspace_[k] = at::empty({workspace_floats_[k]}, at::TensorOptions().dtype(at::kFloat).device(device_));
-        pointers.push_back(workspace_[k].data_ptr());
-      }
+      if (workspace_floats_[k] > 0) pointers.push_back(workspace_.data_ptr());  // the kernel's last argument
       if (!decided_[s] && !cuda_stream_capturing()) {
         launch_shape_[k] = choose_launch_shape(k, pointers);
         decided_[s] = true;
@@ -242,7 +240,7 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
       (shape < 0 ? launcher_ : launch_variants_.launchers[static_cast<std::size_t>(shape)])(k, pointers.data(), pointers.size());
       if (finish_launch_[k] >= 0) {
         // The column sums: the blocks' partial sums added up into each column member.
-        std::vector<void*> finish = {workspace_[k].data_ptr()};
+        std::vector<void*> finish = {workspace_.data_ptr()};
         for (ir::ValueId id : finish_outputs_[k]) {
           const ir::TensorType& type = graph_.type(id);
           const int slot = plan_.slot_of[static_cast<std::size_t>(id)];

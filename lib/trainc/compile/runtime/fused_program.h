@@ -74,12 +74,13 @@ class FusedProgram {
   std::vector<int> reads_;                           // per kernel
   std::vector<std::vector<bool>> aligned_;           // per kernel, per argument: needs a 16-byte aligned pointer
   // Kernels with column sums (codegen::RenderedKernel::finish_outputs): per kernel, the values its
-  // finish writes, the finish's launch index (-1: none) and the partial sums' workspace (allocated
-  // on the first run, as the arena is).
+  // finish writes, the finish's launch index (-1: none) and the floats of partial sums it needs.
+  // One workspace serves them all (each kernel and its finish run before the next kernel, on one
+  // stream), allocated on the first run, as the arena is.
   std::vector<std::vector<ir::ValueId>> finish_outputs_;
   std::vector<int> finish_launch_;
   std::vector<int64_t> workspace_floats_;
-  std::vector<at::Tensor> workspace_;
+  at::Tensor workspace_;
   std::vector<std::vector<ir::ValueId>> release_;    // per step: values no later step reads
   std::vector<at::Tensor> arena_;                    // per slot, allocated on the first run
   std::vector<std::string> step_labels_;             // per step, when profiling
