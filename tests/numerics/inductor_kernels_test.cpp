@@ -30,6 +30,21 @@ Attributes ints(std::vector<int64_t> values, bool keepdim = false) {
   return attrs;
 }
 
+// Runs `program` (compiled from `graph`) and ATen on `inputs`: each output, labelled by `rows`,
+// within `tolerance` of ATen's relative to its largest magnitude.
+void check_against_aten(const Graph& graph, const std::vector<std::string>& rows, FusedProgram& program, const std::vector<at::Tensor>& inputs,
+                        const std::string& run, double tolerance) {
+  const std::vector<at::Tensor> expected = execute_with_aten(graph, inputs);
+  const std::vector<at::Tensor> got = program.run(inputs);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO(rows[i] << " in " << run);
+    REQUIRE(got[i].sizes() == expected[i].sizes());
+    REQUIRE(got[i].scalar_type() == expected[i].scalar_type());
+    CHECK(relative_error(got[i].to(torch::kDouble), expected[i].to(torch::kDouble)) <= tolerance);
+  }
+}
+
 struct OpGraph {
   Graph graph;
   std::vector<std::string> rows;  // one label per output
@@ -110,15 +125,8 @@ std::vector<int> check_dtype(DType dtype, double tolerance, int64_t width, std::
                                    rn({width}),      rn({6, 1}),     rn({width, width})};
   };
   const auto check_run = [&](const std::vector<at::Tensor>& inputs, const std::string& run) {
-    const std::vector<at::Tensor> expected = execute_with_aten(g.graph, inputs);
-    const std::vector<at::Tensor> got = program->run(inputs);
-    REQUIRE(got.size() == expected.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      INFO(g.rows[i] << " in " << dtype_name(dtype) << ", rows of " << width << ", " << run);
-      REQUIRE(got[i].sizes() == expected[i].sizes());
-      REQUIRE(got[i].scalar_type() == expected[i].scalar_type());
-      CHECK(relative_error(got[i].to(torch::kDouble), expected[i].to(torch::kDouble)) <= tolerance);
-    }
+    check_against_aten(g.graph, g.rows, *program, inputs, std::string(dtype_name(dtype)) + ", rows of " + std::to_string(width) + ", " + run,
+                       tolerance);
   };
   check_run(fresh_inputs(), "first run");
   // A second run reuses the arena and gives the same results for new inputs.
@@ -227,15 +235,8 @@ void check_column_sums(DType dtype, int64_t width, double tolerance, std::shared
   for (const std::string run : {"first run", "second run"}) {
     const std::vector<at::Tensor> inputs = {torch::randn({3000, width}, options), torch::randn({3000, width}, options),
                                             torch::randn({3, 1000, width}, options)};
-    const std::vector<at::Tensor> expected = execute_with_aten(g.graph, inputs);
-    const std::vector<at::Tensor> got = program->run(inputs);
-    REQUIRE(got.size() == expected.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      INFO(g.rows[i] << " in " << dtype_name(dtype) << ", rows of " << width << ", " << run);
-      REQUIRE(got[i].sizes() == expected[i].sizes());
-      REQUIRE(got[i].scalar_type() == expected[i].scalar_type());
-      CHECK(relative_error(got[i].to(torch::kDouble), expected[i].to(torch::kDouble)) <= tolerance);
-    }
+    check_against_aten(g.graph, g.rows, *program, inputs, std::string(dtype_name(dtype)) + ", rows of " + std::to_string(width) + ", " + run,
+                       tolerance);
   }
 }
 
