@@ -1,15 +1,17 @@
-// defines: FusedKernel, ScheduleStep, Schedule, KernelRole, schedule_kernels, trailing_split
+// defines: FusedKernel, ScheduleStep, Schedule, KernelRole, schedule_kernels, trailing_split, leading_split
 //
 // Contract: groups the nodes of a program into fused kernels and orders them with the ATen calls
 // that stay, so that every value is computed before it is read. All rules about what may fuse
 // live in this file (fusion.cpp):
-//   - pointwise ops (unary, binary, where) of one shape fuse with the producer they read;
+//   - pointwise ops (unary, binary, where) of one shape fuse with the producer they read; one that
+//     reads no kernel's value (recomputed from saved values) joins the newest step if it is a kernel;
 //   - a reduction over trailing dimensions fuses with the pointwise ops that feed it, with other
 //     reductions over the same rows (layer norm's mean and variance, softmax's max and sum), and
 //     with the pointwise ops that follow, at row level (one value per row) or element level;
-//   - on a GPU (`column_sums`), a float32 sum over the leading dimensions of an element member
-//     joins its kernel as a column member, when those dimensions are the kernel's rows: each
-//     block adds up its rows' values per column, and a second, small kernel adds the blocks' sums;
+//   - on a GPU (`column_sums`), a float32 sum over the leading dimensions of an element member, or
+//     of a value an element member loads whole, joins that kernel as a column member when those
+//     dimensions are the kernel's rows (at least 1024 of them): each block adds up its rows' values
+//     per column, and a second, small kernel adds the blocks' sums; nothing in the kernel reads it;
 //   - extern ops, random draws, other reductions over leading dimensions, casts of parameters and views
 //     into bf16 (fusion.cpp says why) and float16 values stay ATen calls; views, constants and iota are never steps of their own: kernels read them in place.
 //   - a node joins a kernel only when all else it reads comes from steps older than the kernel, so
