@@ -247,8 +247,8 @@ class CudaKernelRenderer : KernelLayout {
         aligned.insert(accesses_[static_cast<std::size_t>(op.access)].base);
       }
     }
-    for (ValueId m : kernel_.stores) {
-      if (role(m) != KernelRole::column && vectorizable(store_access_.at(m))) {
+    for (ValueId m : written_stores()) {
+      if (vectorizable(store_access_.at(m))) {
         vector_stores_.insert(m);
         aligned.insert(m);
       }

@@ -167,8 +167,7 @@ void KernelLayout::collect() {
     }
     operands_[m] = ops;
   }
-  for (ValueId store : kernel_.stores) {
-    if (role(store) == KernelRole::column) continue;  // written by the kernel's finish (column_members)
+  for (ValueId store : written_stores()) {
     std::vector<int64_t> strides = contiguous_strides(kernel_.domain);
     if (role(store) == KernelRole::row) {
       std::vector<int64_t> rows(kernel_.domain.begin(), kernel_.domain.begin() + kernel_.reduce_from);
@@ -381,7 +380,7 @@ std::map<ValueId, int> KernelLayout::stages(int& last_stage) const {
     for (ValueId in : node.inputs) {
       if (is_member(in)) s = std::max(s, stage[in]);
     }
-    if (role(m) != KernelRole::column && ir::op_kind(node.op) == ir::OpKind::kReduction) {
+    if (row_reduction(m)) {
       s += 1;
       last_stage = std::max(last_stage, s);
     }
@@ -393,7 +392,7 @@ std::map<ValueId, int> KernelLayout::stages(int& last_stage) const {
 std::vector<ValueId> KernelLayout::reductions_in_stage(const std::map<ValueId, int>& stage, int s) const {
   std::vector<ValueId> reductions;
   for (ValueId m : kernel_.members) {
-    if (stage.at(m) == s && role(m) != KernelRole::column && ir::op_kind(graph_.node(m).op) == ir::OpKind::kReduction) reductions.push_back(m);
+    if (stage.at(m) == s && row_reduction(m)) reductions.push_back(m);
   }
   return reductions;
 }
@@ -433,12 +432,23 @@ std::vector<ValueId> KernelLayout::column_members() const {
   return columns;
 }
 
+std::vector<ValueId> KernelLayout::written_stores() const {
+  std::vector<ValueId> stores;
+  for (ValueId store : kernel_.stores) {
+    if (role(store) != KernelRole::column) stores.push_back(store);
+  }
+  return stores;
+}
+
+bool KernelLayout::row_reduction(ValueId m) const {
+  return role(m) != KernelRole::column && ir::op_kind(graph_.node(m).op) == ir::OpKind::kReduction;
+}
+
 void KernelLayout::record_arguments(RenderedKernel& kernel) const {
   kernel.arguments = bases_;
   kernel.reads = static_cast<int>(bases_.size());
-  for (ValueId store : kernel_.stores) {
-    if (role(store) != KernelRole::column) kernel.arguments.push_back(store);
-  }
+  const std::vector<ValueId> stores = written_stores();
+  kernel.arguments.insert(kernel.arguments.end(), stores.begin(), stores.end());
 }
 
 std::string KernelLayout::parameters(const std::string& restrict_keyword) const {
@@ -448,8 +458,7 @@ std::string KernelLayout::parameters(const std::string& restrict_keyword) const 
     out << separator << "const " << storage_type(graph_.type(base).dtype) << "* " << restrict_keyword << " " << pointer(base);
     separator = ", ";
   }
-  for (ValueId store : kernel_.stores) {
-    if (role(store) == KernelRole::column) continue;
+  for (ValueId store : written_stores()) {
     out << separator << storage_type(graph_.type(store).dtype) << "* " << restrict_keyword << " s" << store;
     separator = ", ";
   }

@@ -104,6 +104,10 @@ class KernelLayout {
   // The column members (sums over the rows), in member order; a column member is a store, but the
   // kernel writes each block's partial sums to a workspace, and a second kernel adds them up.
   std::vector<ir::ValueId> column_members() const;
+  // The stores the kernel writes itself: all but the column members, whose values its finish writes.
+  std::vector<ir::ValueId> written_stores() const;
+  // A reduction over the row (the kernel's stages), not a column member.
+  bool row_reduction(ir::ValueId m) const;
   // A reduction's starting value (0 or -inf), and the statement adding the element its input reads
   // in the column loop into acc<r>.
   std::string identity(ir::ValueId reduction) const;

@@ -123,13 +123,20 @@ struct Grouping {
   }
 };
 
+// A reduction's axes, negative ones counted from the end.
+std::set<int> reduced_axes(const ir::Graph& graph, const ir::Node& node) {
+  const auto rank = static_cast<int>(graph.type(node.inputs[0]).rank());
+  std::set<int> axes;
+  for (int64_t axis : node.attrs.ints) axes.insert(static_cast<int>(axis < 0 ? axis + rank : axis));
+  return axes;
+}
+
 }  // namespace
 
 std::optional<int> leading_split(const ir::Graph& graph, const ir::Node& node) {
   if ((node.op != Op::sum && node.op != Op::sum_to_float) || node.type.dtype != ir::DType::f32) return std::nullopt;
   const auto rank = static_cast<int>(graph.type(node.inputs[0]).rank());
-  std::set<int> axes;
-  for (int64_t axis : node.attrs.ints) axes.insert(static_cast<int>(axis < 0 ? axis + rank : axis));
+  const std::set<int> axes = reduced_axes(graph, node);
   const int split = static_cast<int>(axes.size());
   if (axes.empty() || split >= rank || *axes.begin() != 0 || *axes.rbegin() != split - 1) return std::nullopt;
   return split;
@@ -137,8 +144,7 @@ std::optional<int> leading_split(const ir::Graph& graph, const ir::Node& node) {
 
 std::optional<int> trailing_split(const ir::Graph& graph, const ir::Node& node) {
   const auto rank = static_cast<int>(graph.type(node.inputs[0]).rank());
-  std::set<int> axes;
-  for (int64_t axis : node.attrs.ints) axes.insert(static_cast<int>(axis < 0 ? axis + rank : axis));
+  const std::set<int> axes = reduced_axes(graph, node);
   const int split = rank - static_cast<int>(axes.size());
   if (axes.empty() || *axes.begin() != split) return std::nullopt;
   return split;

@@ -3,7 +3,6 @@
 #include <map>
 #include <tuple>
 
-#include "trainc/compile/passes/dce.h"
 #include "trainc/compile/passes/rebuild.h"
 
 namespace trainc::ir {
@@ -25,29 +24,16 @@ Graph keep_for_backward(const Graph& graph, const KeepForBackward& rule) {
   }
   if (kept.empty()) return graph;
 
-  Graph result;
-  std::vector<ValueId> new_id(static_cast<std::size_t>(graph.size()), -1);
-  const auto mapped = [&](ValueId id) { return new_id[static_cast<std::size_t>(id)]; };
-  for (ValueId id = 0; id < graph.size(); ++id) {
+  return rewrite_nodes(graph, [&](ValueId id, Graph& result, const std::vector<ValueId>& new_id) -> ValueId {
     const Node& node = graph.node(id);
     const auto found = node.op == rule.forward_op || node.op == rule.gradient_op ? kept.find(key_of(node)) : kept.end();
-    if (found == kept.end()) {
-      new_id[static_cast<std::size_t>(id)] = copy_node(result, node, new_id);
-      continue;
-    }
-    if (found->second < 0) {
-      found->second = result.add(rule.keeping_op, {mapped(node.inputs[0]), mapped(node.inputs[1]), mapped(node.inputs[2])}, node.attrs);
-    }
-    if (node.op == rule.forward_op) {
-      new_id[static_cast<std::size_t>(id)] = rule.forward_value(result, found->second, node);
-    } else {
-      std::vector<ValueId> inputs;
-      for (ValueId in : node.inputs) inputs.push_back(mapped(in));
-      new_id[static_cast<std::size_t>(id)] = result.add(rule.reading_op, rule.reading_inputs(found->second, inputs), node.attrs);
-    }
-  }
-  for (ValueId out : graph.outputs()) result.mark_output(mapped(out));
-  return eliminate_dead_code(result);
+    if (found == kept.end()) return -1;
+    std::vector<ValueId> inputs;
+    for (ValueId in : node.inputs) inputs.push_back(new_id[static_cast<std::size_t>(in)]);
+    if (found->second < 0) found->second = result.add(rule.keeping_op, {inputs[0], inputs[1], inputs[2]}, node.attrs);
+    if (node.op == rule.forward_op) return rule.forward_value(result, found->second, node);
+    return result.add(rule.reading_op, rule.reading_inputs(found->second, inputs), node.attrs);
+  });
 }
 
 }  // namespace trainc::ir

@@ -1,5 +1,7 @@
 #include "trainc/compile/passes/rebuild.h"
 
+#include "trainc/compile/passes/dce.h"
+
 namespace trainc::ir {
 
 Graph keep_nodes(const Graph& graph, const std::vector<bool>& keep, const std::vector<ValueId>& replacement) {
@@ -20,6 +22,17 @@ Graph keep_nodes(const Graph& graph, const std::vector<bool>& keep, const std::v
     outputs.push_back(new_id[static_cast<std::size_t>(replacement[static_cast<std::size_t>(output)])]);
   }
   return Graph::from_nodes(std::move(nodes), std::move(outputs));
+}
+
+Graph rewrite_nodes(const Graph& graph, const NodeRewrite& rewrite) {
+  Graph result;
+  std::vector<ValueId> new_id(static_cast<std::size_t>(graph.size()), -1);
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    const ValueId replaced = rewrite(id, result, new_id);
+    new_id[static_cast<std::size_t>(id)] = replaced >= 0 ? replaced : copy_node(result, graph.node(id), new_id);
+  }
+  for (ValueId out : graph.outputs()) result.mark_output(new_id[static_cast<std::size_t>(out)]);
+  return eliminate_dead_code(result);
 }
 
 std::vector<int> use_counts(const Graph& graph) {

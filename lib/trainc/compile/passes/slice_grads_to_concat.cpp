@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 
-#include "trainc/compile/passes/dce.h"
 #include "trainc/compile/passes/rebuild.h"
 
 namespace trainc::ir {
@@ -18,13 +17,9 @@ struct Pieces {
 }  // namespace
 
 Graph slice_grads_to_concat(const Graph& graph) {
-  const auto n = static_cast<std::size_t>(graph.size());
   const std::vector<int> uses = use_counts(graph);
-
   std::map<ValueId, Pieces> pieces;
-  Graph result;
-  std::vector<ValueId> new_id(n, -1);
-  for (ValueId id = 0; id < graph.size(); ++id) {
+  return rewrite_nodes(graph, [&](ValueId id, Graph& result, const std::vector<ValueId>& new_id) -> ValueId {
     const Node& node = graph.node(id);
     if (node.op == Op::slice_backward && node.attrs.ints[3] == 1) {
       Pieces p;
@@ -50,26 +45,20 @@ Graph slice_grads_to_concat(const Graph& graph) {
     }
     // A sum whose pieces tile the whole dimension is their concat.
     const auto found = pieces.find(id);
-    if (node.op == Op::add && found != pieces.end()) {
-      const Pieces& p = found->second;
-      int64_t next = 0;
-      std::vector<ValueId> inputs;
-      for (const auto& [start, piece] : p.by_start) {
-        if (start != next) break;
-        next = piece.first;
-        inputs.push_back(new_id[static_cast<std::size_t>(piece.second)]);
-      }
-      if (next == node.type.shape[static_cast<std::size_t>(p.dim)]) {
-        Attributes attrs;
-        attrs.ints = {p.dim};
-        new_id[static_cast<std::size_t>(id)] = result.add(Op::concat, inputs, attrs);
-        continue;
-      }
+    if (node.op != Op::add || found == pieces.end()) return -1;
+    const Pieces& p = found->second;
+    int64_t next = 0;
+    std::vector<ValueId> inputs;
+    for (const auto& [start, piece] : p.by_start) {
+      if (start != next) break;
+      next = piece.first;
+      inputs.push_back(new_id[static_cast<std::size_t>(piece.second)]);
     }
-    new_id[static_cast<std::size_t>(id)] = copy_node(result, node, new_id);
-  }
-  for (ValueId out : graph.outputs()) result.mark_output(new_id[static_cast<std::size_t>(out)]);
-  return eliminate_dead_code(result);
+    if (next != node.type.shape[static_cast<std::size_t>(p.dim)]) return -1;
+    Attributes attrs;
+    attrs.ints = {p.dim};
+    return result.add(Op::concat, inputs, attrs);
+  });
 }
 
 }  // namespace trainc::ir

@@ -169,6 +169,13 @@ int FusedProgram::choose_launch_shape(std::size_t k, const std::vector<void*>& p
   return -1;
 }
 
+at::Tensor FusedProgram::planned(ir::ValueId id) const {
+  const ir::TensorType& type = graph_.type(id);
+  const int slot = plan_.slot_of[static_cast<std::size_t>(id)];
+  const auto options = at::TensorOptions().dtype(ir::to_scalar_type(type.dtype)).device(device_);
+  return slot >= 0 ? at::from_blob(arena_[static_cast<std::size_t>(slot)].data_ptr(), type.shape, options) : at::empty(type.shape, options);
+}
+
 std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
   std::vector<at::Tensor> values(static_cast<std::size_t>(graph_.size()));
   std::size_t next_input = 0;
@@ -221,11 +228,8 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
           // starts inside an element group.
           if (aligned_[k][a] && reinterpret_cast<std::uintptr_t>(held.back().data_ptr()) % 16 != 0) held.back() = held.back().clone();
         } else {
-          const int slot = plan_.slot_of[static_cast<std::size_t>(id)];
-          const auto options = at::TensorOptions().dtype(ir::to_scalar_type(type.dtype)).device(device_);
-          at::Tensor out = slot >= 0 ? at::from_blob(arena_[static_cast<std::size_t>(slot)].data_ptr(), type.shape, options)
-                                     : at::empty(type.shape, options);
-          values[static_cast<std::size_t>(id)] = out;
+          values[static_cast<std::size_t>(id)] = planned(id);
+          const at::Tensor& out = values[static_cast<std::size_t>(id)];
           TRAINC_CHECK(!aligned_[k][a] || reinterpret_cast<std::uintptr_t>(out.data_ptr()) % 16 == 0, "a kernel's store is not 16-byte aligned");
           held.push_back(out);
         }
@@ -240,16 +244,12 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
       (shape < 0 ? launcher_ : launch_variants_.launchers[static_cast<std::size_t>(shape)])(k, pointers.data(), pointers.size());
       if (finish_launch_[k] >= 0) {
         // The column sums: the blocks' partial sums added up into each column member.
-        std::vector<void*> finish = {workspace_.data_ptr()};
+        pointers.assign(1, workspace_.data_ptr());
         for (ir::ValueId id : finish_outputs_[k]) {
-          const ir::TensorType& type = graph_.type(id);
-          const int slot = plan_.slot_of[static_cast<std::size_t>(id)];
-          const auto options = at::TensorOptions().dtype(ir::to_scalar_type(type.dtype)).device(device_);
-          values[static_cast<std::size_t>(id)] = slot >= 0 ? at::from_blob(arena_[static_cast<std::size_t>(slot)].data_ptr(), type.shape, options)
-                                                           : at::empty(type.shape, options);
-          finish.push_back(values[static_cast<std::size_t>(id)].data_ptr());
+          values[static_cast<std::size_t>(id)] = planned(id);
+          pointers.push_back(values[static_cast<std::size_t>(id)].data_ptr());
         }
-        launcher_(static_cast<std::size_t>(finish_launch_[k]), finish.data(), finish.size());
+        launcher_(static_cast<std::size_t>(finish_launch_[k]), pointers.data(), pointers.size());
       }
     }
     if (profiling) {

@@ -56,6 +56,8 @@ class FusedProgram {
 
  private:
   const at::Tensor& value(std::vector<at::Tensor>& values, ir::ValueId id) const;
+  // The tensor a kernel stores value `id` into: its arena slot, or a fresh one outside the arena.
+  at::Tensor planned(ir::ValueId id) const;
   // The launch shape (an index into launch_variants_) measured fastest for kernel k on these
   // arguments; -1: the default launcher.
   int choose_launch_shape(std::size_t k, const std::vector<void*>& pointers);
