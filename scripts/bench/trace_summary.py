@@ -6,7 +6,8 @@ Usage: trace_summary.py TRACE.json STEPS [--top N] [--sources FILE.cu ...]
 Prints the GPU's busy time per step, then the largest names per step with their count per step.
 With --sources (the generated CUDA that --dump-dir writes), each generated kernel's line also
 gives what it does and the bandwidth it reached: the bytes its header comment says it moves over
-its time per call."""
+its time per call. Copies, casts and fills are also listed by the CPU op that launched them (the
+profiler links each GPU event to it; a replayed CUDA graph's events link to the replay only)."""
 import argparse
 import collections
 import json
@@ -83,10 +84,23 @@ def main():
         events = json.load(f)["traceEvents"]
     time_us = collections.Counter()
     count = collections.Counter()
+    cpu_op_of = {}  # External id -> the CPU op (aten::..., trainc's own scopes) it names
+    for event in events:
+        if event.get("ph") == "X" and event.get("cat") == "cpu_op" and "External id" in event.get("args", {}):
+            cpu_op_of[event["args"]["External id"]] = event["name"]
+    launched_by = collections.Counter()  # (kind of copy or fill, CPU op) -> time
+    launched_count = collections.Counter()
+    launched_bytes = collections.Counter()
     for event in events:
         if event.get("ph") == "X" and event.get("cat") in GPU_CATEGORIES:
             time_us[event["name"]] += float(event.get("dur", 0))
             count[event["name"]] += 1
+            if kind_of(event["name"]) == "copies, casts and fills":
+                link = event.get("args", {})
+                key = (short(event["name"], 60), cpu_op_of.get(link.get("External id"), "?"))
+                launched_by[key] += float(event.get("dur", 0))
+                launched_count[key] += 1
+                launched_bytes[key] += int(link.get("bytes", 0) or 0)
     if not time_us:
         sys.exit(f"{args.trace}: no GPU kernels, copies or fills in the trace")
     total_ms = sum(time_us.values()) / args.steps / 1000
@@ -116,6 +130,12 @@ def main():
             bandwidth = work_bytes[work] / (us * 1e-6) / 1e12 if us > 0 else 0.0
             print(f"  {us / args.steps / 1000:8.3f} ms  {work_calls[work] / args.steps:6.1f}x  "
                   f"{bandwidth:5.2f} TB/s  {work[:220]}")
+    if launched_by:
+        print("copies, casts and fills by the CPU op that launched them:")
+        for (name, op), us in launched_by.most_common(args.top):
+            moved = launched_bytes[(name, op)] / launched_count[(name, op)] / 1e6
+            print(f"  {us / args.steps / 1000:8.3f} ms  {launched_count[(name, op)] / args.steps:6.1f}x  "
+                  f"{op[:60]:<60}  {name}" + (f"  ({moved:.2f} MB each)" if moved else ""))
     print("largest per step:")
     for name, us in time_us.most_common(args.top):
         line = f"  {us / args.steps / 1000:8.3f} ms  {count[name] / args.steps:6.1f}x  {short(name)}"

@@ -551,3 +551,47 @@ TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that make
         std::vector<std::string>{"trainc_kernel_bwd_0", "trainc_kernel_bwd_0", "trainc_kernel_bwd_0_finish", "trainc_kernel_bwd_0_finish"});
   CHECK(program.finish_launches() == std::vector<int>{2, 3});
 }
+
+TEST_CASE("on a GPU a column sum met before the kernel that loads what it sums waits for that kernel", "[unit][fusion]") {
+  // Autodiff emits a layer norm's bias gradient before the kernel that loads g (a product's output):
+  //   g = a @ w ──sum(leading)──> bias                       (met first)
+  //             ──sum(rows)──div──sub──> dx                  (the kernel that loads g)
+  // and a second sum whose value a later node reads before any kernel loads what it adds up.
+  Graph g;
+  const ValueId grad = g.add(Op::matmul, {g.add_input("a", f32({16, 64, 64})), g.add_input("w", f32({64, 64}))});
+  const ValueId bias = g.add(Op::sum, {grad}, ints({0, 1}));
+  const ValueId d = g.add(Op::constant, {}, scalar(64.0));
+  g.mark_output(g.add(Op::sub, {grad, g.add(Op::div, {g.add(Op::sum, {grad}, ints({2}, true)), d})}));
+  g.mark_output(bias);
+  const ValueId other = g.add(Op::matmul, {g.add_input("b", f32({16, 64, 64})), g.add_input("v", f32({64, 64}))});
+  const ValueId unloaded = g.add(Op::sum, {other}, ints({0, 1}));
+  g.mark_output(g.add(Op::mul, {unloaded, g.add_input("s", f32({64}))}));
+  g.mark_output(g.add(Op::exp, {other}));
+
+  const Schedule s = schedule_kernels(g, {}, /*column_sums=*/true);
+  // The bias sum joins the layer norm's kernel; the second sum is an ATen call placed before its
+  // reader, and the exp after it still loads `other` in a kernel of its own.
+  CHECK(steps_of(g, s) == std::vector<std::string>{"aten:matmul", "sum div sub sum", "aten:matmul", "aten:sum", "mul", "exp"});
+  const FusedKernel& kernel = s.kernels.front();
+  CHECK(kernel.roles.back() == KernelRole::column);
+  CHECK(kernel.members.back() == bias);
+  CHECK(s.kernel_of[static_cast<std::size_t>(unloaded)] == -1);
+  // Without column sums (the CPU), the bias sum stays where autodiff put it.
+  CHECK(steps_of(g, schedule_kernels(g)) ==
+        std::vector<std::string>{"aten:matmul", "aten:sum", "sum div sub", "aten:matmul", "aten:sum", "mul", "exp"});
+}
+
+TEST_CASE("a column sum that no kernel takes is placed after a few steps, not at the program's end", "[unit][fusion]") {
+  //   g = a @ w ──sum(leading)──> out     then ten products, and a kernel loading g only after them
+  Graph g;
+  const ValueId grad = g.add(Op::matmul, {g.add_input("a", f32({16, 64, 64})), g.add_input("w", f32({64, 64}))});
+  g.mark_output(g.add(Op::sum, {grad}, ints({0, 1})));
+  ValueId chain = g.add_input("c", f32({64, 64}));
+  for (int i = 0; i < 10; ++i) chain = g.add(Op::matmul, {chain, chain});
+  g.mark_output(chain);
+  g.mark_output(g.add(Op::exp, {grad}));
+  const std::vector<std::string> steps = steps_of(g, schedule_kernels(g, {}, /*column_sums=*/true));
+  REQUIRE(steps.size() == 13);
+  CHECK(steps[9] == "aten:sum");  // placed once 8 steps (8 of the chain's products) have passed without a kernel taking it
+  CHECK(steps.back() == "exp");
+}

@@ -18,7 +18,7 @@ constexpr int64_t kMaxColumnSumColumns = 16384;
 // (a block takes rows; the kernel it joins would otherwise have run a block per row or finer).
 constexpr int64_t kMinColumnSumRows = 1024;
 // How many of the newest kernels a column sum of a value no kernel computes looks through for one
-// that loads the value.
+// that loads the value, and how many steps it waits for a newer one.
 constexpr int kColumnSumLookback = 8;
 
 bool is_pointwise(Op op) {
@@ -176,8 +176,57 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
   std::vector<int> newest_source(n, -1);  // per value: the newest step its tensor comes from
   std::vector<int> kernel_step;           // per kernel: the step it runs as
 
+  // `id` joins kernel `k` if it can take a role there and everything else it reads is older than
+  // the kernel's step.
+  const auto join = [&](int k, ValueId id) {
+    const ir::Node& node = graph.node(id);
+    const std::optional<KernelRole> role = grouping.join_role(k, id);
+    if (!role) return false;
+    const int step = kernel_step[static_cast<std::size_t>(k)];
+    const bool older = std::all_of(node.inputs.begin(), node.inputs.end(), [&](ValueId other) {
+      return grouping.in_kernel(other, k) || newest_source[static_cast<std::size_t>(other)] < step;
+    });
+    if (!older) return false;
+    FusedKernel& kernel = schedule.kernels[static_cast<std::size_t>(k)];
+    if (*role == KernelRole::column) {
+      kernel.column_split = *leading_split(graph, node);
+    } else if (ir::op_kind(node.op) == OpKind::kReduction) {
+      kernel.reduce_from = *trailing_split(graph, node);
+    }
+    kernel.members.push_back(id);
+    kernel.roles.push_back(*role);
+    grouping.role_of[static_cast<std::size_t>(id)] = *role;
+    schedule.kernel_of[static_cast<std::size_t>(id)] = k;
+    newest_source[static_cast<std::size_t>(id)] = step;
+    return true;
+  };
+  const auto add_aten_step = [&](ValueId id) {
+    newest_source[static_cast<std::size_t>(id)] = static_cast<int>(schedule.steps.size());
+    schedule.steps.push_back({ScheduleStep::Kind::aten, id});
+  };
+  // Column sums of a value no kernel has loaded yet, each with the step count when it was met.
+  // Autodiff emits a layer norm's bias gradient, sum(g), before the kernel that loads g; such a sum
+  // waits for that kernel and joins it. It becomes an ATen call (runtime/column_sums) before its
+  // first reader, or once kColumnSumLookback steps have passed without a kernel taking it, so the
+  // value it sums is not kept alive much longer than it would have been.
+  std::vector<std::pair<ValueId, int>> waiting_sums;
+  const auto place_waiting_sums = [&](auto must_place) {
+    for (auto it = waiting_sums.begin(); it != waiting_sums.end();) {
+      if (must_place(*it)) {
+        add_aten_step(it->first);
+        it = waiting_sums.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+
   for (ValueId id = 0; id < graph.size(); ++id) {
     const ir::Node& node = graph.node(id);
+    place_waiting_sums([&](const std::pair<ValueId, int>& waiting) {
+      return std::find(node.inputs.begin(), node.inputs.end(), waiting.first) != node.inputs.end() ||
+             static_cast<int>(schedule.steps.size()) - waiting.second >= kColumnSumLookback;
+    });
     int& source = newest_source[static_cast<std::size_t>(id)];
     if (is_lazy(graph, schedule, id)) {
       for (ValueId in : node.inputs) source = std::max(source, newest_source[static_cast<std::size_t>(in)]);
@@ -185,30 +234,9 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
     }
     const bool column_sum = column_sums && leading_split(graph, node).has_value();
     if (kernel_computes(graph, node, column_sums)) {
-      const auto join = [&](int k) {
-        const std::optional<KernelRole> role = grouping.join_role(k, id);
-        if (!role) return false;
-        const int step = kernel_step[static_cast<std::size_t>(k)];
-        const bool older = std::all_of(node.inputs.begin(), node.inputs.end(), [&](ValueId other) {
-          return grouping.in_kernel(other, k) || newest_source[static_cast<std::size_t>(other)] < step;
-        });
-        if (!older) return false;
-        FusedKernel& kernel = schedule.kernels[static_cast<std::size_t>(k)];
-        if (*role == KernelRole::column) {
-          kernel.column_split = *leading_split(graph, node);
-        } else if (ir::op_kind(node.op) == OpKind::kReduction) {
-          kernel.reduce_from = *trailing_split(graph, node);
-        }
-        kernel.members.push_back(id);
-        kernel.roles.push_back(*role);
-        grouping.role_of[static_cast<std::size_t>(id)] = *role;
-        schedule.kernel_of[static_cast<std::size_t>(id)] = k;
-        source = step;
-        return true;
-      };
       for (ValueId in : node.inputs) {
         const int k = schedule.kernel_of[static_cast<std::size_t>(in)];
-        if (k >= 0 && join(k)) break;
+        if (k >= 0 && join(k, id)) break;
       }
       // A column sum of a value no kernel computes (a product's output) joins the newest of the
       // last few kernels that load it whole (a layer norm's backward reads its output's gradient).
@@ -216,7 +244,7 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
            --k, ++tried) {
         if (schedule.kernel_of[static_cast<std::size_t>(node.inputs[0])] < 0 &&
             grouping.reads_whole(schedule.kernels[static_cast<std::size_t>(k)], node.inputs[0])) {
-          join(k);
+          join(k, id);
         }
       }
       // The newest step, when it is a kernel, takes a pointwise node that could not join a kernel
@@ -232,13 +260,14 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
         const bool reads_no_kernel = std::none_of(node.inputs.begin(), node.inputs.end(), [&](ValueId in) {
           return schedule.kernel_of[static_cast<std::size_t>(in)] >= 0;
         });
-        if (made_for_copies || reads_no_kernel) join(newest);
+        if (made_for_copies || reads_no_kernel) join(newest, id);
       }
       if (source < 0 && column_sum) {
-        // A column sum joins the kernel of what it sums or stays an ATen call (runtime/column_sums).
-        source = static_cast<int>(schedule.steps.size());
-        schedule.steps.push_back({ScheduleStep::Kind::aten, id});
-      } else if (source < 0) {
+        // A column sum joins the kernel of what it sums, or waits for one that loads it.
+        waiting_sums.emplace_back(id, static_cast<int>(schedule.steps.size()));
+        continue;
+      }
+      if (source < 0) {
         FusedKernel kernel;
         const bool reduction = ir::op_kind(node.op) == OpKind::kReduction;
         kernel.domain = reduction ? graph.type(node.inputs[0]).shape : node.type.shape;
@@ -253,11 +282,23 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
         schedule.steps.push_back({ScheduleStep::Kind::kernel, static_cast<int32_t>(schedule.kernels.size())});
         schedule.kernels.push_back(std::move(kernel));
       }
+      // The kernel `id` went to may now load what a waiting column sum adds up.
+      const int k = schedule.kernel_of[static_cast<std::size_t>(id)];
+      if (k >= 0 && grouping.role(id) == KernelRole::element) {
+        for (auto it = waiting_sums.begin(); it != waiting_sums.end();) {
+          const ValueId summed = graph.node(it->first).inputs[0];
+          if (std::find(node.inputs.begin(), node.inputs.end(), summed) != node.inputs.end() && join(k, it->first)) {
+            it = waiting_sums.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
     } else {
-      source = static_cast<int>(schedule.steps.size());
-      schedule.steps.push_back({ScheduleStep::Kind::aten, id});
+      add_aten_step(id);
     }
   }
+  place_waiting_sums([](const std::pair<ValueId, int>&) { return true; });
 
   // Stores: kernel members read outside their kernel or returned by the program.
   std::vector<bool> read_outside(n, false);
