@@ -226,3 +226,38 @@ TEST_CASE("a statistic broadcast to a larger shape is recomputed, not saved", "[
   CHECK(saved_of(programs, Op::add) == 0);
   CHECK(saved_of(programs, Op::sum) == 2);
 }
+
+TEST_CASE("an activation a GEMM reads in both programs is saved, not recomputed and written again", "[unit][ir][partition]") {
+  // An MLP: h = x @ w1, a = tanh(h) * h, loss = sum((a @ w2)^2). The second product reads `a` in
+  // the forward, and its weight gradient reads `a` (transposed) in the backward.
+  Graph forward;
+  const ValueId x = forward.add_input("x", {DType::f32, {8, 16}});
+  const ValueId w1 = forward.add_input("w1", {DType::f32, {16, 32}});
+  const ValueId w2 = forward.add_input("w2", {DType::f32, {32, 4}});
+  Attributes all;
+  all.ints = {0, 1};
+  const ValueId h = forward.add(Op::matmul, {x, w1});
+  const ValueId a = forward.add(Op::mul, {forward.add(Op::tanh, {h}), h});
+  const ValueId y = forward.add(Op::matmul, {a, w2});
+  forward.mark_output(forward.add(Op::sum, {forward.add(Op::mul, {y, y})}, all));
+  const JointGraph joint = differentiate(forward, {false, true, true});
+  const StepPrograms saving = partition(joint);
+  StepPrograms recomputing;
+  {
+    ScopedVariable off(kDisableOptimizationsVariable, "saved_operands");
+    recomputing = partition(joint);
+  }
+  // Without the rule, `a` is recomputed from h (the same bytes, so recompute_cost leaves it).
+  CHECK(saved_of(recomputing, Op::mul) == 0);
+  CHECK(recomputing.recomputed >= 2);
+  // With it, `a` is saved and the backward recomputes only tanh(h) for a's gradient.
+  CHECK(saved_of(saving, Op::mul) == 1);
+  CHECK(saving.recomputed < recomputing.recomputed);
+
+  const std::vector<at::Tensor> step_inputs = {torch::randn({8, 16}), torch::randn({16, 32}) / 4, torch::randn({32, 4}) / 4};
+  const at::Tensor seed = torch::full({}, 1.0, torch::kFloat);
+  const std::vector<at::Tensor> expected = run_programs(recomputing, step_inputs, seed);
+  const std::vector<at::Tensor> got = run_programs(saving, step_inputs, seed);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(torch::equal(got[i], expected[i]));
+}

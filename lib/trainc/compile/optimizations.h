@@ -33,6 +33,8 @@ enum class Optimization {
   fused_column_sums,   // inductor, GPU: sums over leading dimensions computed by the kernel that makes what they sum
   recompute_cost,      // partition: pointwise values that are per-row statistics, or that cost more to recompute than
                        // to keep, saved for the backward instead of recomputed
+  saved_operands,      // partition: pointwise values an ATen call reads in the forward and in the backward (an MLP's
+                       // activation, a GEMM's operand both ways) saved, not recomputed and written again
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -105,6 +105,35 @@ std::vector<bool> worth_saving(const Graph& g, const std::vector<bool>& backward
   return save;
 }
 
+// Pointwise forward values that an ATen call (a GEMM, attention: not recomputable) reads both in the
+// forward and in the backward, directly or through views. The forward writes such a value to
+// memory anyway for its reader there; recomputing it for the backward's reader would read its
+// inputs and write it again, a whole pass, where keeping it costs only its bytes between the two
+// programs. Eager keeps it too (the GEMM saves its operand). GPT-2's MLP activation gelu(h) is one:
+// the second linear reads it forward, and its weight gradient gelu(h)^T g backward.
+std::vector<bool> operands_of_both_halves(const Graph& g, const std::vector<bool>& backward) {
+  const auto n = static_cast<std::size_t>(g.size());
+  std::vector<bool> read_forward(n, false), read_backward(n, false), result(n, false);
+  for (ValueId id = 0; id < g.size(); ++id) {
+    const ir::Node& node = g.node(id);
+    if (recomputable(node.op) || node.op == Op::input) continue;
+    for (ValueId input : node.inputs) {
+      while (ir::op_kind(g.node(input).op) == OpKind::kView) input = g.node(input).inputs[0];
+      (backward[static_cast<std::size_t>(id)] ? read_backward : read_forward)[static_cast<std::size_t>(input)] = true;
+    }
+  }
+  // Values of the step's inputs alone are left to the caller (data is kept anyway) and to saved_casts.
+  std::vector<bool> of_inputs(n, false);
+  for (std::size_t i = 0; i < n; ++i) {
+    const ir::Node& node = g.node(static_cast<ValueId>(i));
+    of_inputs[i] = node.op == Op::input || ir::op_kind(node.op) == OpKind::kConstant ||
+                   (recomputable(node.op) && std::all_of(node.inputs.begin(), node.inputs.end(),
+                                                         [&](ValueId in) { return of_inputs[static_cast<std::size_t>(in)]; }));
+    result[i] = !backward[i] && read_forward[i] && read_backward[i] && recomputable(node.op) && !of_inputs[i];
+  }
+  return result;
+}
+
 }  // namespace
 
 StepPrograms partition(const JointGraph& joint) {
@@ -132,6 +161,8 @@ StepPrograms partition(const JointGraph& joint) {
   std::vector<Source> source(n, Source::none);
   const bool save_casts = optimization_enabled(Optimization::saved_casts);
   const std::vector<bool> costly = optimization_enabled(Optimization::recompute_cost) ? worth_saving(g, backward) : std::vector<bool>(n, false);
+  const std::vector<bool> operand =
+      optimization_enabled(Optimization::saved_operands) ? operands_of_both_halves(g, backward) : std::vector<bool>(n, false);
   std::vector<bool> parameter(n, false);
   for (ValueId id = 0; id < g.size(); ++id) {
     const int position = input_position[static_cast<std::size_t>(id)];
@@ -144,7 +175,8 @@ StepPrograms partition(const JointGraph& joint) {
     const ir::Node& node = g.node(id);
     if (node.op == Op::input) {
       s = Source::step_input;
-    } else if (recomputable(node.op) && !(save_casts && narrowed_parameter(g, parameter, node)) && !costly[static_cast<std::size_t>(id)]) {
+    } else if (recomputable(node.op) && !(save_casts && narrowed_parameter(g, parameter, node)) && !costly[static_cast<std::size_t>(id)] &&
+               !operand[static_cast<std::size_t>(id)]) {
       s = Source::recomputed;
       for (ValueId input : node.inputs) need(input);
     } else {
