@@ -15,6 +15,7 @@
 #include "support/numerics.h"
 #include "trainc/compile/backends/inductor.h"
 #include "trainc/compile/runtime/aten_executor.h"
+#include "trainc/compile/runtime/parameter_casts.h"
 
 using namespace trainc;
 using namespace trainc::ir;
@@ -261,4 +262,63 @@ TEST_CASE("sums over leading dimensions inside generated kernels match ATen", "[
     check_column_sums(DType::f32, 40, 1e-5, tuner);
     check_column_sums(DType::bf16, 37, 2e-2, tuner);
   }
+}
+
+TEST_CASE("casts of float32 inputs into bf16 run together before the first step and equal ATen's, strides included", "[numerics][inductor]") {
+  //   w16t = cast(permute(w)) -> matmul(x, w16t)    (autocast's weight, as the GEMM reads it)
+  //   cast(b), cast(reshape(w)), cast(v) with v passed as a transposed (non-contiguous) view
+  Graph graph;
+  const ValueId w = graph.add_input("w", {DType::f32, {5, 8}});
+  const ValueId b = graph.add_input("b", {DType::f32, {5}});
+  const ValueId x = graph.add_input("x", {DType::bf16, {6, 8}});
+  const ValueId v = graph.add_input("v", {DType::f32, {8, 5}});
+  Attributes to_bf16;
+  to_bf16.dtype = DType::bf16;
+  const ValueId w16t = graph.add(Op::cast, {graph.add(Op::permute, {w}, ints({1, 0}))}, to_bf16);
+  graph.mark_output(graph.add(Op::matmul, {x, w16t}));
+  graph.mark_output(w16t);
+  graph.mark_output(graph.add(Op::cast, {b}, to_bf16));
+  graph.mark_output(graph.add(Op::cast, {graph.add(Op::reshape, {w}, ints({40}))}, to_bf16));
+  graph.mark_output(graph.add(Op::cast, {v}, to_bf16));
+  verify(graph);
+  InductorReport report;
+  const auto program = build_fused_program(graph, test::test_compiler_settings(), report, test_device());
+  CHECK(report.aten_calls == 5);  // the four casts and the product: no kernel computes a parameter's cast
+  const auto options = torch::TensorOptions().device(test_device());
+  for (int run = 0; run < 2; ++run) {
+    const std::vector<at::Tensor> inputs = {torch::randn({5, 8}, options), torch::randn({5}, options), torch::randn({6, 8}, options).to(torch::kBFloat16),
+                                            torch::randn({5, 8}, options).t()};
+    const std::vector<at::Tensor> expected = execute_with_aten(graph, inputs);
+    const std::vector<at::Tensor> got = program->run(inputs);
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("output " << i << ", run " << run);
+      CHECK(got[i].strides() == expected[i].strides());
+      CHECK(torch::equal(got[i], expected[i]));
+    }
+  }
+  // Which casts are grouped: those of an input through permutes and reshapes, not of a computed value.
+  std::vector<ValueId> aten_values;
+  for (ValueId id = 0; id < graph.size(); ++id) {
+    if (graph.node(id).op == Op::cast || graph.node(id).op == Op::matmul) aten_values.push_back(id);
+  }
+  const ParameterCasts casts(graph, aten_values);
+  CHECK(casts.size() == 4);
+  // Run on their own: every grouped cast but the one of a non-contiguous input gets its value.
+  std::vector<at::Tensor> values(static_cast<std::size_t>(graph.size()));
+  values[static_cast<std::size_t>(w)] = torch::randn({5, 8}, options);
+  values[static_cast<std::size_t>(b)] = torch::randn({5}, options);
+  values[static_cast<std::size_t>(v)] = torch::randn({5, 8}, options).t();
+  casts.run(graph, values, test_device());
+  const at::Tensor& transposed = values[static_cast<std::size_t>(w16t)];
+  REQUIRE(transposed.defined());
+  CHECK(transposed.strides() == values[static_cast<std::size_t>(w)].t().to(torch::kBFloat16).strides());
+  CHECK(torch::equal(transposed, values[static_cast<std::size_t>(w)].t().to(torch::kBFloat16)));
+  CHECK(values[static_cast<std::size_t>(graph.outputs()[2])].defined());
+  CHECK(values[static_cast<std::size_t>(graph.outputs()[3])].defined());
+  CHECK(!values[static_cast<std::size_t>(graph.outputs()[4])].defined());
+  Graph computed;
+  const ValueId sum = computed.add(Op::add, {computed.add_input("a", {DType::f32, {4}}), computed.add_input("c", {DType::f32, {4}})});
+  computed.mark_output(computed.add(Op::cast, {sum}, to_bf16));
+  CHECK(ParameterCasts(computed, {computed.outputs()[0]}).size() == 0);
 }

@@ -1,4 +1,4 @@
-// defines: AutocastScope, optimizer_state_key, causal_attention, fused_adamw_update, foreach_mul_, matmul_to_float,
+// defines: AutocastScope, optimizer_state_key, causal_attention, fused_adamw_update, foreach_mul_, foreach_copy_, matmul_to_float,
 //          matmul_to_float_in_one_gemm, kTorchVersionText
 //
 // The one place where LibTorch versions differ: Debian's LibTorch 1.13 (CPU machines, CI) and the
@@ -109,6 +109,18 @@ inline void foreach_mul_(at::TensorList tensors, const at::Tensor& factor) {
   at::_foreach_mul_(tensors, factor);
 #else
   for (const at::Tensor& tensor : tensors) const_cast<at::Tensor&>(tensor).mul_(factor);
+#endif
+}
+
+// Copies each of `sources` into the tensor of `destinations` at the same place, converting dtypes
+// (float32 parameters into their bf16 copies): on PyTorch 2.x one multi-tensor kernel per launch
+// of up to a few hundred chunks when each pair has the same sizes and strides (_foreach_copy_),
+// one copy per tensor on 1.13.
+inline void foreach_copy_(at::TensorList destinations, at::TensorList sources) {
+#if TRAINC_TORCH_2
+  at::_foreach_copy_(destinations, sources);
+#else
+  for (std::size_t i = 0; i < destinations.size(); ++i) const_cast<at::Tensor&>(destinations[i]).copy_(sources[i]);
 #endif
 }
 

@@ -35,6 +35,8 @@ enum class Optimization {
                        // to keep, saved for the backward instead of recomputed
   saved_operands,      // partition: pointwise values an ATen call reads in the forward and in the backward (an MLP's
                        // activation, a GEMM's operand both ways) saved, not recomputed and written again
+  grouped_casts,       // inductor: a program's casts of float32 inputs into bf16 run as one multi-tensor copy at its start
+                       // (runtime/parameter_casts)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -12,6 +12,7 @@
 #include "trainc/compat/cuda_graph.h"
 #include "trainc/compat/device_timing.h"
 #include "trainc/compile/autotune/library_choice.h"
+#include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/kernel_cache.h"
 
@@ -39,6 +40,13 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     workspace_floats_.push_back(kernel.workspace_floats);
   }
   finish_launch_ = rendered.finish_launches();
+  if (optimization_enabled(Optimization::grouped_casts)) {
+    std::vector<ir::ValueId> aten_values;
+    for (const ScheduleStep& step : schedule_.steps) {
+      if (step.kind == ScheduleStep::Kind::aten) aten_values.push_back(step.index);
+    }
+    parameter_casts_ = ParameterCasts(graph_, aten_values);
+  }
   // Release each value after the last step that reads it (through views too); outputs stay.
   const auto n = static_cast<std::size_t>(graph_.size());
   std::vector<int> last(n, -1);
@@ -194,13 +202,17 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
     if (floats > 0) workspace_ = at::empty({floats}, at::TensorOptions().dtype(at::kFloat).device(device_));
   }
 
+  parameter_casts_.run(graph_, values, device_);
+
   std::vector<at::Tensor> held;  // contiguous copies made for one kernel call
   std::vector<void*> pointers;
   for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
     const ScheduleStep& step = schedule_.steps[s];
     const bool profiling = !step_seconds_.empty();
     const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (step.kind == ScheduleStep::Kind::aten) {
+    if (step.kind == ScheduleStep::Kind::aten && values[static_cast<std::size_t>(step.index)].defined()) {
+      // A parameter cast, computed before the first step.
+    } else if (step.kind == ScheduleStep::Kind::aten) {
       const ir::Node& node = graph_.node(step.index);
       std::vector<at::Tensor> args;
       for (ir::ValueId in : node.inputs) args.push_back(value(values, in));

@@ -23,6 +23,7 @@
 #include "trainc/compile/codegen/kernel_layout.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
+#include "trainc/compile/runtime/parameter_casts.h"
 
 namespace trainc {
 
@@ -83,6 +84,7 @@ class FusedProgram {
   std::vector<int> finish_launch_;
   std::vector<int64_t> workspace_floats_;
   at::Tensor workspace_;
+  ParameterCasts parameter_casts_;                   // run before the first step
   std::vector<std::vector<ir::ValueId>> release_;    // per step: values no later step reads
   std::vector<at::Tensor> arena_;                    // per slot, allocated on the first run
   std::vector<std::string> step_labels_;             // per step, when profiling

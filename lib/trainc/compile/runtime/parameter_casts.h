@@ -1,0 +1,39 @@
+// defines: ParameterCasts
+//
+// A program's casts of float32 inputs into bf16 or float16 (autocast's weights and biases, directly
+// or through permutes and reshapes) run together, before the program's first step, as one
+// multi-tensor copy (foreach_copy_) instead of one ATen kernel each where the program reads them:
+// GPT-2's forward has 98 of them, each a launch of a few microseconds, in a CUDA graph too. Each
+// cast is the whole input converted in its own memory order with the same views applied after,
+// which is what ATen's cast of the view gives (it keeps the view's strides), bit for bit.
+// Casts stay at their steps when their input is not contiguous.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "trainc/compile/ir/graph.h"
+
+namespace trainc {
+
+class ParameterCasts {
+ public:
+  ParameterCasts() = default;
+  // The casts `graph` computes as ATen calls (steps[i] of kind aten; `aten_values` are their values).
+  ParameterCasts(const ir::Graph& graph, const std::vector<ir::ValueId>& aten_values);
+
+  // Computes the casts whose inputs allow it into values[cast]; `values` holds the program's inputs.
+  void run(const ir::Graph& graph, std::vector<at::Tensor>& values, at::Device device) const;
+  std::size_t size() const { return casts_.size(); }
+
+ private:
+  struct Cast {
+    ir::ValueId value;                // the cast
+    ir::ValueId input;                // the program input it converts
+    std::vector<ir::ValueId> views;   // the views between them, input side first
+  };
+  std::vector<Cast> casts_;
+};
+
+}  // namespace trainc
