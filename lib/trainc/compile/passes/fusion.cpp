@@ -208,7 +208,9 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
   // Autodiff emits a layer norm's bias gradient, sum(g), before the kernel that loads g; such a sum
   // waits for that kernel and joins it. It becomes an ATen call (runtime/column_sums) before its
   // first reader, or once kColumnSumLookback steps have passed without a kernel taking it, so the
-  // value it sums is not kept alive much longer than it would have been.
+  // value it sums is not kept alive much longer than it would have been. A sum placed for its age
+  // goes just before the next other ATen call: placed after a kernel, it would keep the nodes that
+  // follow from joining that kernel as the newest step.
   std::vector<std::pair<ValueId, int>> waiting_sums;
   const auto place_waiting_sums = [&](auto must_place) {
     for (auto it = waiting_sums.begin(); it != waiting_sums.end();) {
@@ -224,8 +226,7 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
   for (ValueId id = 0; id < graph.size(); ++id) {
     const ir::Node& node = graph.node(id);
     place_waiting_sums([&](const std::pair<ValueId, int>& waiting) {
-      return std::find(node.inputs.begin(), node.inputs.end(), waiting.first) != node.inputs.end() ||
-             static_cast<int>(schedule.steps.size()) - waiting.second >= kColumnSumLookback;
+      return std::find(node.inputs.begin(), node.inputs.end(), waiting.first) != node.inputs.end();
     });
     int& source = newest_source[static_cast<std::size_t>(id)];
     if (is_lazy(graph, schedule, id)) {
@@ -295,6 +296,9 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
         }
       }
     } else {
+      place_waiting_sums([&](const std::pair<ValueId, int>& waiting) {
+        return static_cast<int>(schedule.steps.size()) - waiting.second >= kColumnSumLookback;
+      });
       add_aten_step(id);
     }
   }
