@@ -117,11 +117,7 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
   StepPhases phases;
   phases.gradients = gradients;
   if (with_exchange) phases.exchange = exchange;
-  phases.update = [&] {
-    const torch::Tensor grad_norm = clip_grad_norm(params, 1.0);
-    optimizer->step();
-    return grad_norm;
-  };
+  phases.update = [&] { return clipped_step(*optimizer, params, 1.0); };  // as the trainer's graphs do
   StepGraphs graphs(
       kGpu, params, phases, [&](const GraphEvent& event) { trajectory.events.push_back(event.outcome + " " + event.signature); },
       [](const std::string& warning) { FAIL(warning); });

@@ -9,6 +9,8 @@
 #include "support/numerics.h"
 #include "support/optimizer_runs.h"
 #include "trainc/train/capturable_optimizer.h"
+#include "trainc/train/grad_clip.h"
+#include "trainc/train/optimizer.h"
 
 using namespace trainc;
 using namespace trainc::test;
@@ -90,4 +92,23 @@ TEST_CASE("capturable SGD follows torch::optim::SGD for 100 steps", "[optimizer]
   take_steps(eager, 0, 100, seed + 1);
   take_steps(capturable, 0, 100, seed + 1);
   check_same_parameters(capturable, eager, 1e-5);
+}
+
+TEST_CASE("clipping's factor applied inside the capturable AdamW's step equals clipping the gradients first", "[optimizer]") {
+  const uint64_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  OptimizerRun clipped_first = capturable_adamw(seed);
+  OptimizerRun inside = capturable_adamw(seed);
+  for (int step = 0; step < 30; ++step) {
+    for (OptimizerRun* run : {&clipped_first, &inside}) {
+      torch::manual_seed(seed + 1 + static_cast<uint64_t>(step));
+      for (torch::Tensor& p : run->params) p.mutable_grad() = torch::randn_like(p) * (step % 3 == 0 ? 10.0 : 0.01);  // clipped, or not
+      set_learning_rate(*run->optimizer, 1e-2);
+    }
+    const torch::Tensor norm = clip_grad_norm(clipped_first.params, 0.5);
+    clipped_first.optimizer->step();
+    const torch::Tensor measured = clipped_step(*inside.optimizer, inside.params, 0.5);
+    CHECK(measured.item<double>() == Approx(norm.item<double>()).epsilon(1e-6));
+  }
+  check_same_parameters(inside, clipped_first, 1e-6);
 }

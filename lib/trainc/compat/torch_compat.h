@@ -9,6 +9,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -84,20 +85,23 @@ inline auto optimizer_state_key(const at::Tensor& parameter) {
 // AdamW's update of one parameter group on a GPU in fused multi-tensor kernels, as
 // torch.optim.AdamW with fused=True does, reading the (already advanced) step counts from device
 // tensors. LearningRate is a device tensor (the capturable optimizers: a CUDA graph replays it) or
-// a double (ATen has both overloads). PyTorch 2.x only: returns false on 1.13 (no fused AdamW) and
-// on the CPU, and the caller does the same arithmetic otherwise.
+// a double (ATen has both overloads). `grad_divisor`, when defined, is a 0-dim float32 device
+// tensor each gradient is divided by inside the kernel (ATen's grad_scale, made for unscaling
+// mixed-precision gradients: here, clipping's factor inverted). PyTorch 2.x only: returns false on
+// 1.13 (no fused AdamW) and on the CPU, and the caller does the same arithmetic otherwise.
 template <typename LearningRate>
 inline bool fused_adamw_update(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                                at::TensorList steps, const LearningRate& learning_rate, double beta1, double beta2,
-                               double weight_decay, double eps) {
+                               double weight_decay, double eps, const at::Tensor& grad_divisor = {}) {
 #if TRAINC_TORCH_2
   if (!params.front().is_cuda()) return false;
   at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, learning_rate, beta1, beta2, weight_decay,
-                    eps, /*amsgrad=*/false, /*maximize=*/false);
+                    eps, /*amsgrad=*/false, /*maximize=*/false,
+                    grad_divisor.defined() ? std::optional<at::Tensor>(grad_divisor) : std::optional<at::Tensor>());
   return true;
 #else
   (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)learning_rate, (void)beta1, (void)beta2,
-      (void)weight_decay, (void)eps;
+      (void)weight_decay, (void)eps, (void)grad_divisor;
   return false;
 #endif
 }

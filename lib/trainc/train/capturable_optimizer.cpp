@@ -29,6 +29,9 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
   TRAINC_CHECK(learning_rate_.defined(), "CapturableAdamW::step before set_device_learning_rate");
   torch::NoGradGuard no_grad;
   const torch::Tensor loss = closure_loss(closure);
+  const at::Tensor coefficient = std::move(coefficient_);
+  coefficient_ = at::Tensor();
+  const at::Tensor grad_divisor = coefficient.defined() ? coefficient.to(at::kFloat).reciprocal() : at::Tensor();
   for (auto& group : param_groups()) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
     TRAINC_CHECK(!options.amsgrad(), "CapturableAdamW does not implement amsgrad");
@@ -49,9 +52,10 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
     const double beta2 = std::get<1>(options.betas());
     at::_foreach_add_(steps, 1.0);
     if (fused_adamw_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2, options.weight_decay(),
-                           options.eps())) {
+                           options.eps(), grad_divisor)) {
       continue;
     }
+    if (coefficient.defined()) foreach_mul_(grads, coefficient.to(grads.front().scalar_type()));
     // torch::optim::AdamW's arithmetic with the learning rate and the bias corrections as tensors.
     for (std::size_t i = 0; i < params.size(); ++i) {
       const at::Tensor bias_correction1 = 1 - at::pow(beta1, steps[i]);

@@ -34,8 +34,13 @@ class CapturableAdamW : public torch::optim::AdamW, public DeviceStateOptimizer 
   void load(torch::serialize::InputArchive& archive) override;
   void set_device_learning_rate(double learning_rate) override;
   void store_device_state() override;
+  // The next step reads every gradient multiplied by `coefficient` (a 0-dim float32 tensor on the
+  // parameters' device: gradient clipping's factor, grad_norm). On a GPU the fused update divides
+  // by its inverse as it loads each gradient, instead of a separate pass scaling them in place.
+  void scale_gradients_in_next_step(const at::Tensor& coefficient) { coefficient_ = coefficient; }
 
  private:
+  at::Tensor coefficient_;                             // for the next step only; undefined: 1
   at::Tensor learning_rate_;                           // float32 scalar on the parameters' device
   std::unordered_map<const void*, at::Tensor> steps_;  // per parameter (TensorImpl), float32 on the device
 };

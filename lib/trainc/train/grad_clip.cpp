@@ -8,20 +8,40 @@
 
 namespace trainc {
 
-torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+namespace {
+
+std::vector<torch::Tensor> gradients(const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : parameters) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
+  return grads;
+}
+
+torch::Tensor total_norm(const std::vector<torch::Tensor>& grads) { return at::stack(at::_foreach_norm(grads)).to(torch::kFloat).norm(); }
+
+torch::Tensor coefficient(const torch::Tensor& total, double max_norm) { return (max_norm / (total + 1e-6)).clamp_max(1.0); }
+
+}  // namespace
+
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  const std::vector<torch::Tensor> grads = gradients(parameters);
   if (grads.empty()) return torch::zeros({});
-  const torch::Tensor total = at::stack(at::_foreach_norm(grads)).to(torch::kFloat).norm();
+  const torch::Tensor total = total_norm(grads);
   if (max_norm > 0) {
-    const torch::Tensor scale = (max_norm / (total + 1e-6)).clamp_max(1.0);
+    const torch::Tensor scale = coefficient(total, max_norm);
     std::map<at::ScalarType, std::vector<torch::Tensor>> by_dtype;  // a multi-tensor kernel per gradient dtype
-    for (auto& grad : grads) by_dtype[grad.scalar_type()].push_back(grad);
+    for (const auto& grad : grads) by_dtype[grad.scalar_type()].push_back(grad);
     for (auto& [dtype, same] : by_dtype) foreach_mul_(same, scale.to(dtype));
   }
   return total;
+}
+
+GradNorm grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
+  const std::vector<torch::Tensor> grads = gradients(parameters);
+  if (grads.empty()) return {torch::zeros({}), torch::ones({})};
+  const torch::Tensor total = total_norm(grads);
+  return {total, coefficient(total, max_norm)};
 }
 
 }  // namespace trainc

@@ -4,6 +4,7 @@
 
 #include "trainc/train/capturable_optimizer.h"
 #include "trainc/train/foreach_adamw.h"
+#include "trainc/train/grad_clip.h"
 
 namespace trainc {
 
@@ -43,6 +44,18 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate)
     return;
   }
   for (auto& group : optimizer.param_groups()) group.options().set_lr(learning_rate);
+}
+
+torch::Tensor clipped_step(torch::optim::Optimizer& optimizer, const std::vector<torch::Tensor>& parameters, double max_grad_norm) {
+  if (auto* adamw = dynamic_cast<CapturableAdamW*>(&optimizer); adamw != nullptr && max_grad_norm > 0) {
+    const GradNorm measured = grad_norm(parameters, max_grad_norm);
+    adamw->scale_gradients_in_next_step(measured.clip_coefficient);
+    optimizer.step();
+    return measured.norm;
+  }
+  const torch::Tensor norm = clip_grad_norm(parameters, max_grad_norm);
+  optimizer.step();
+  return norm;
 }
 
 }  // namespace trainc

@@ -372,11 +372,8 @@ void Trainer::start_compiler() {
     phases.gradients = [this](const auto& inputs, const auto& targets) { return accumulate_gradients(inputs, targets); };
     // Data-parallel: the all-reduce runs between the gradients' graph and the update's.
     if (data_parallel_) phases.exchange = [this] { data_parallel_->finish_gradients(); };
-    phases.update = [this] {
-      const torch::Tensor grad_norm = clip_grad_norm(parameters_, args_.max_grad_norm);
-      optimizer_->step();  // capturable: reads the learning rate written before the replay
-      return grad_norm;
-    };
+    // Capturable: the step reads the learning rate written before the replay.
+    phases.update = [this] { return clipped_step(*optimizer_, parameters_, args_.max_grad_norm); };
     step_graphs_ = std::make_unique<StepGraphs>(device_, parameters_, std::move(phases), on_event,
                                                 [this](const std::string& warning) { reporter_->warn(warning); });
   }
