@@ -11,7 +11,10 @@
 //   - on a GPU (`column_sums`), a float32 sum over the leading dimensions of an element member, or
 //     of a value an element member loads whole, joins that kernel as a column member when those
 //     dimensions are the kernel's rows (at least 1024 of them): each block adds up its rows' values
-//     per column, and a second, small kernel adds the blocks' sums; nothing in the kernel reads it;
+//     per column, and a second, small kernel adds the blocks' sums; nothing in the kernel reads it.
+//     A sum met before any kernel loads its value waits for the first kernel that does, and is
+//     otherwise an ATen call placed before its first reader, or before the next ATen call once a
+//     few steps have passed;
 //   - extern ops, random draws, other reductions over leading dimensions, casts of parameters and views
 //     into bf16 (fusion.cpp says why) and float16 values stay ATen calls; views, constants and iota are never steps of their own: kernels read them in place.
 //   - a node joins a kernel only when all else it reads comes from steps older than the kernel, so
