@@ -229,6 +229,38 @@ TEST_CASE("optim adamw_torch_fused on the GPU (ATen's fused AdamW) follows torch
   check_follows_adamw([](auto groups) { return std::make_unique<ForeachAdamW>(groups, torch::optim::AdamWOptions(1e-2), /*fused=*/true); });
 }
 
+TEST_CASE("clipping's factor inside the fused AdamW on the GPU equals clipping the gradients first", "[cuda]") {
+  REQUIRE(torch::cuda::is_available());
+  const uint64_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  const auto capturable = [&] {
+    OptimizerRun run{initial_parameters(kGpu, seed), nullptr};
+    run.optimizer = std::make_unique<CapturableAdamW>(adamw_groups(run.params), torch::optim::AdamWOptions(1e-2));
+    return run;
+  };
+  OptimizerRun clipped_first = capturable(), inside = capturable();
+  for (int step = 0; step < 30; ++step) {
+    for (OptimizerRun* run : {&clipped_first, &inside}) {
+      torch::manual_seed(seed + 1 + static_cast<uint64_t>(step));
+      // Every third step clipped (a factor far from 1), the others not (a factor of exactly 1).
+      for (torch::Tensor& p : run->params) p.mutable_grad() = torch::randn_like(p) * (step % 3 == 0 ? 10.0 : 0.01);
+      set_learning_rate(*run->optimizer, 1e-2);
+    }
+    const torch::Tensor norm = clip_grad_norm(clipped_first.params, 0.5);
+    clipped_first.optimizer->step();
+    const torch::Tensor measured = clipped_step(*inside.optimizer, inside.params, 0.5);
+    CHECK(measured.item<double>() == Approx(norm.item<double>()).epsilon(1e-6));
+    // The fused update writes the divided gradients back: .grad holds the clipped gradients.
+    for (std::size_t i = 0; i < inside.params.size(); ++i) {
+      CHECK(relative_error(inside.params[i].grad().cpu(), clipped_first.params[i].grad().cpu()) < 1e-6);
+    }
+  }
+  for (std::size_t i = 0; i < inside.params.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(relative_error(inside.params[i].detach().cpu(), clipped_first.params[i].detach().cpu()) < 1e-6);
+  }
+}
+
 TEST_CASE("whole-step CUDA graphs train as eager does, float32", "[cuda]") {
   REQUIRE(torch::cuda::is_available());
   const uint64_t seed = std::random_device{}() % (1u << 30);

@@ -216,7 +216,13 @@ ColumnSumGraph column_sums_graph(DType dtype, int64_t width) {
   const ValueId product = graph.add(Op::mul, {x, y});
   out("product", product);
   out("column sums of a pointwise kernel's value", column_sum(product, {0}));
-  const ValueId centered = graph.add(Op::sub, {x, graph.add(Op::sum, {x}, ints({1}, true))});
+  // x minus its row's mean (not its sum: ATen rounds a bf16 row sum of ~6 to 8 bits, an error each
+  // centered value of a row shares, which 3000 rows add up to more than bf16's tolerance).
+  Attributes row_length;
+  row_length.scalar = static_cast<double>(width);
+  row_length.dtype = dtype;
+  const ValueId mean = graph.add(Op::div, {graph.add(Op::sum, {x}, ints({1}, true)), graph.add(Op::constant, {}, row_length)});
+  const ValueId centered = graph.add(Op::sub, {x, mean});
   out("centered rows", centered);
   out("column sums in a row reduction's kernel", column_sum(graph.add(Op::mul, {centered, y}), {0}));
   out("a second column sum in the same kernel", column_sum(centered, {0}));
@@ -264,61 +270,75 @@ TEST_CASE("sums over leading dimensions inside generated kernels match ATen", "[
   }
 }
 
-TEST_CASE("casts of float32 inputs into bf16 run together before the first step and equal ATen's, strides included", "[numerics][inductor]") {
+TEST_CASE("casts of float32 inputs into bf16 and f16 run together before the first step and equal ATen's, strides included",
+          "[numerics][inductor]") {
   //   w16t = cast(permute(w)) -> matmul(x, w16t)    (autocast's weight, as the GEMM reads it)
-  //   cast(b), cast(reshape(w)), cast(v) with v passed as a transposed (non-contiguous) view
+  //   cast(b), cast(reshape(w)), cast(v) with v passed as a transposed (non-contiguous) view,
+  //   cast(u) into f16 (a second target dtype), and a large cast the program does not return
   Graph graph;
   const ValueId w = graph.add_input("w", {DType::f32, {5, 8}});
   const ValueId b = graph.add_input("b", {DType::f32, {5}});
   const ValueId x = graph.add_input("x", {DType::bf16, {6, 8}});
   const ValueId v = graph.add_input("v", {DType::f32, {8, 5}});
-  Attributes to_bf16;
+  const ValueId u = graph.add_input("u", {DType::f32, {3, 8}});
+  const ValueId big = graph.add_input("big", {DType::f32, {1024, 520}});
+  Attributes to_bf16, to_f16;
   to_bf16.dtype = DType::bf16;
+  to_f16.dtype = DType::f16;
   const ValueId w16t = graph.add(Op::cast, {graph.add(Op::permute, {w}, ints({1, 0}))}, to_bf16);
   graph.mark_output(graph.add(Op::matmul, {x, w16t}));
   graph.mark_output(w16t);
   graph.mark_output(graph.add(Op::cast, {b}, to_bf16));
   graph.mark_output(graph.add(Op::cast, {graph.add(Op::reshape, {w}, ints({40}))}, to_bf16));
   graph.mark_output(graph.add(Op::cast, {v}, to_bf16));
+  graph.mark_output(graph.add(Op::cast, {u}, to_f16));
+  const ValueId big16 = graph.add(Op::cast, {big}, to_bf16);  // 1.07 MB, read by the sum only
+  graph.mark_output(graph.add(Op::sum, {big16}, ints({1})));
   verify(graph);
   InductorReport report;
   const auto program = build_fused_program(graph, test::test_compiler_settings(), report, test_device());
-  CHECK(report.aten_calls == 5);  // the four casts and the product: no kernel computes a parameter's cast
   const auto options = torch::TensorOptions().device(test_device());
+  const auto fresh_inputs = [&] {
+    return std::vector<at::Tensor>{torch::randn({5, 8}, options),     torch::randn({5}, options),
+                                   torch::randn({6, 8}, options).to(torch::kBFloat16), torch::randn({5, 8}, options).t(),
+                                   torch::randn({3, 8}, options),     torch::rand({1024, 520}, options)};
+  };
   for (int run = 0; run < 2; ++run) {
-    const std::vector<at::Tensor> inputs = {torch::randn({5, 8}, options), torch::randn({5}, options), torch::randn({6, 8}, options).to(torch::kBFloat16),
-                                            torch::randn({5, 8}, options).t()};
+    const std::vector<at::Tensor> inputs = fresh_inputs();
     const std::vector<at::Tensor> expected = execute_with_aten(graph, inputs);
     const std::vector<at::Tensor> got = program->run(inputs);
     REQUIRE(got.size() == expected.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
+    for (std::size_t i = 0; i + 1 < got.size(); ++i) {
       INFO("output " << i << ", run " << run);
+      CHECK(got[i].scalar_type() == expected[i].scalar_type());
       CHECK(got[i].strides() == expected[i].strides());
       CHECK(torch::equal(got[i], expected[i]));
     }
+    CHECK(relative_error(got.back().to(torch::kDouble), expected.back().to(torch::kDouble)) <= 2e-2);  // a bf16 kernel's sum
   }
-  // Which casts are grouped: those of an input through permutes and reshapes, not of a computed value.
+  // Which casts are taken: those of an input through permutes and reshapes, returned or small;
+  // not the large one the program does not return, nor one of a computed value.
   std::vector<ValueId> aten_values;
   for (ValueId id = 0; id < graph.size(); ++id) {
     if (graph.node(id).op == Op::cast || graph.node(id).op == Op::matmul) aten_values.push_back(id);
   }
   const ParameterCasts casts(graph, aten_values);
-  CHECK(casts.size() == 4);
-  // Run on their own: every grouped cast but the one of a non-contiguous input gets its value.
+  CHECK(casts.size() == 5);
+  // Run on their own: every taken cast but the one of a non-contiguous input gets its value.
   std::vector<at::Tensor> values(static_cast<std::size_t>(graph.size()));
-  values[static_cast<std::size_t>(w)] = torch::randn({5, 8}, options);
-  values[static_cast<std::size_t>(b)] = torch::randn({5}, options);
-  values[static_cast<std::size_t>(v)] = torch::randn({5, 8}, options).t();
-  casts.run(graph, values, test_device());
+  const std::vector<at::Tensor> inputs = fresh_inputs();
+  for (const ValueId input : {w, b, x, v, u, big}) values[static_cast<std::size_t>(input)] = inputs[static_cast<std::size_t>(input)];
+  const std::vector<ValueId> computed = casts.run(graph, values, test_device());
+  CHECK(computed.size() == 4);
   const at::Tensor& transposed = values[static_cast<std::size_t>(w16t)];
   REQUIRE(transposed.defined());
-  CHECK(transposed.strides() == values[static_cast<std::size_t>(w)].t().to(torch::kBFloat16).strides());
-  CHECK(torch::equal(transposed, values[static_cast<std::size_t>(w)].t().to(torch::kBFloat16)));
-  CHECK(values[static_cast<std::size_t>(graph.outputs()[2])].defined());
-  CHECK(values[static_cast<std::size_t>(graph.outputs()[3])].defined());
+  CHECK(transposed.strides() == inputs[0].t().to(torch::kBFloat16).strides());
+  CHECK(torch::equal(transposed, inputs[0].t().to(torch::kBFloat16)));
+  CHECK(torch::equal(values[static_cast<std::size_t>(graph.outputs()[5])], inputs[4].to(torch::kHalf)));
   CHECK(!values[static_cast<std::size_t>(graph.outputs()[4])].defined());
-  Graph computed;
-  const ValueId sum = computed.add(Op::add, {computed.add_input("a", {DType::f32, {4}}), computed.add_input("c", {DType::f32, {4}})});
-  computed.mark_output(computed.add(Op::cast, {sum}, to_bf16));
-  CHECK(ParameterCasts(computed, {computed.outputs()[0]}).size() == 0);
+  CHECK(!values[static_cast<std::size_t>(big16)].defined());
+  Graph computed_cast;
+  const ValueId sum = computed_cast.add(Op::add, {computed_cast.add_input("a", {DType::f32, {4}}), computed_cast.add_input("c", {DType::f32, {4}})});
+  computed_cast.mark_output(computed_cast.add(Op::cast, {sum}, to_bf16));
+  CHECK(ParameterCasts(computed_cast, {computed_cast.outputs()[0]}).size() == 0);
 }

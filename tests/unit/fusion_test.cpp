@@ -596,19 +596,30 @@ TEST_CASE("a column sum that no kernel takes is placed after a few steps, not at
   CHECK(steps.back() == "exp");
 }
 
-TEST_CASE("a column sum placed for its age goes before an ATen call, not between a kernel and what joins it", "[unit][fusion]") {
+TEST_CASE("a column sum placed for its age goes before an ATen call or a new kernel, not between a kernel and what joins it",
+          "[unit][fusion]") {
   //   g = a @ w ──sum(leading)──> out          (no kernel ever loads g)
-  //   eight row sums of other inputs, each a kernel (the sum has waited 8 steps after the last); then x - m, which reads no kernel's value and
-  //   joins the newest kernel; then a product
-  Graph g;
-  const ValueId grad = g.add(Op::matmul, {g.add_input("a", f32({16, 64, 64})), g.add_input("w", f32({64, 64}))});
-  g.mark_output(g.add(Op::sum, {grad}, ints({0, 1})));
-  for (int i = 0; i < 8; ++i) g.mark_output(g.add(Op::sum, {g.add_input("r" + std::to_string(i), f32({16, 64, 64}))}, ints({2})));
-  g.mark_output(g.add(Op::sub, {g.add_input("x", f32({16, 64, 64})), g.add_input("m", f32({16, 64, 64}))}));
-  g.mark_output(g.add(Op::matmul, {g.add_input("b", f32({64, 64})), g.add_input("c", f32({64, 64}))}));
-  const std::vector<std::string> steps = steps_of(g, schedule_kernels(g, {}, /*column_sums=*/true));
-  REQUIRE(steps.size() == 11);
-  CHECK(steps[8] == "sum sub");  // the last row sum's kernel takes x - m
-  CHECK(steps[9] == "aten:sum");
-  CHECK(steps[10] == "aten:matmul");
+  //   `kernels` row sums of other inputs, each a kernel; then x - m, which reads no kernel's value
+  //   and joins the newest kernel; then a product
+  const auto schedule_with = [](int kernels) {
+    Graph g;
+    const ValueId grad = g.add(Op::matmul, {g.add_input("a", f32({16, 64, 64})), g.add_input("w", f32({64, 64}))});
+    g.mark_output(g.add(Op::sum, {grad}, ints({0, 1})));
+    for (int i = 0; i < kernels; ++i) g.mark_output(g.add(Op::sum, {g.add_input("r" + std::to_string(i), f32({16, 64, 64}))}, ints({2})));
+    g.mark_output(g.add(Op::sub, {g.add_input("x", f32({16, 64, 64})), g.add_input("m", f32({16, 64, 64}))}));
+    g.mark_output(g.add(Op::matmul, {g.add_input("b", f32({64, 64})), g.add_input("c", f32({64, 64}))}));
+    return steps_of(g, schedule_kernels(g, {}, /*column_sums=*/true));
+  };
+  // After eight kernels the sum has waited 8 steps: it goes before the product.
+  const std::vector<std::string> eight = schedule_with(8);
+  REQUIRE(eight.size() == 11);
+  CHECK(eight[8] == "sum sub");  // the last row sum's kernel takes x - m
+  CHECK(eight[9] == "aten:sum");
+  CHECK(eight[10] == "aten:matmul");
+  // With a ninth, it goes before the ninth kernel, which still takes x - m.
+  const std::vector<std::string> nine = schedule_with(9);
+  REQUIRE(nine.size() == 12);
+  CHECK(nine[9] == "aten:sum");
+  CHECK(nine[10] == "sum sub");
+  CHECK(nine[11] == "aten:matmul");
 }

@@ -26,11 +26,11 @@ void CapturableAdamW::set_device_learning_rate(double learning_rate) {
 }
 
 torch::Tensor CapturableAdamW::step(LossClosure closure) {
+  const at::Tensor coefficient = std::move(coefficient_);  // this step's only, whatever happens to it
+  coefficient_ = at::Tensor();
   TRAINC_CHECK(learning_rate_.defined(), "CapturableAdamW::step before set_device_learning_rate");
   torch::NoGradGuard no_grad;
   const torch::Tensor loss = closure_loss(closure);
-  const at::Tensor coefficient = std::move(coefficient_);
-  coefficient_ = at::Tensor();
   const at::Tensor grad_divisor = coefficient.defined() ? coefficient.to(at::kFloat).reciprocal() : at::Tensor();
   for (auto& group : param_groups()) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());

@@ -39,7 +39,10 @@ torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, doubl
 
 GradNorm grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm) {
   const std::vector<torch::Tensor> grads = gradients(parameters);
-  if (grads.empty()) return {torch::zeros({}), torch::ones({})};
+  if (grads.empty()) {
+    const auto options = parameters.empty() ? torch::TensorOptions() : torch::TensorOptions().device(parameters.front().device());
+    return {torch::zeros({}, options), torch::ones({}, options)};
+  }
   const torch::Tensor total = total_norm(grads);
   return {total, coefficient(total, max_norm)};
 }

@@ -17,8 +17,8 @@ torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& parameters, doubl
 
 // The total norm and the factor clipping scales every gradient by, min(1, max_norm / (norm +
 // 1e-6)), both 0-dim device tensors, without scaling anything: for an optimizer that applies the
-// factor inside its own update (CapturableAdamW::scale_gradients_in_next_step), which saves a pass
-// over every gradient. max_norm > 0.
+// factor inside its own update (CapturableAdamW::scale_gradients_in_next_step), which saves a read
+// of every gradient and the launches of a pass of its own. max_norm > 0.
 struct GradNorm {
   torch::Tensor norm, clip_coefficient;
 };

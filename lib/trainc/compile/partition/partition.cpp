@@ -116,7 +116,8 @@ std::vector<bool> operands_of_both_halves(const Graph& g, const std::vector<bool
   std::vector<bool> read_forward(n, false), read_backward(n, false), result(n, false);
   for (ValueId id = 0; id < g.size(); ++id) {
     const ir::Node& node = g.node(id);
-    if (recomputable(node.op) || node.op == Op::input) continue;
+    // A reduction is no such reader: a kernel may sum a value without storing it.
+    if (recomputable(node.op) || node.op == Op::input || ir::op_kind(node.op) == OpKind::kReduction) continue;
     for (ValueId input : node.inputs) {
       while (ir::op_kind(g.node(input).op) == OpKind::kView) input = g.node(input).inputs[0];
       (backward[static_cast<std::size_t>(id)] ? read_backward : read_forward)[static_cast<std::size_t>(input)] = true;

@@ -18,7 +18,8 @@ constexpr int64_t kMaxColumnSumColumns = 16384;
 // (a block takes rows; the kernel it joins would otherwise have run a block per row or finer).
 constexpr int64_t kMinColumnSumRows = 1024;
 // How many of the newest kernels a column sum of a value no kernel computes looks through for one
-// that loads the value, and how many steps it waits for a newer one.
+// that loads the value, and how many steps it waits for a newer one (then it is placed before the
+// next step that is not a pointwise node joining a kernel).
 constexpr int kColumnSumLookback = 8;
 
 bool is_pointwise(Op op) {
@@ -209,9 +210,12 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
   // waits for that kernel and joins it. It becomes an ATen call (runtime/column_sums) before its
   // first reader, or once kColumnSumLookback steps have passed without a kernel taking it, so the
   // value it sums is not kept alive much longer than it would have been. A sum placed for its age
-  // goes just before the next other ATen call: placed after a kernel, it would keep the nodes that
-  // follow from joining that kernel as the newest step.
+  // goes just before the next other ATen call or new kernel: placed right after a kernel, it would
+  // keep the nodes that follow from joining that kernel as the newest step.
   std::vector<std::pair<ValueId, int>> waiting_sums;
+  const auto aged = [&](const std::pair<ValueId, int>& waiting) {
+    return static_cast<int>(schedule.steps.size()) - waiting.second >= kColumnSumLookback;
+  };
   const auto place_waiting_sums = [&](auto must_place) {
     for (auto it = waiting_sums.begin(); it != waiting_sums.end();) {
       if (must_place(*it)) {
@@ -269,6 +273,7 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
         continue;
       }
       if (source < 0) {
+        place_waiting_sums(aged);
         FusedKernel kernel;
         const bool reduction = ir::op_kind(node.op) == OpKind::kReduction;
         kernel.domain = reduction ? graph.type(node.inputs[0]).shape : node.type.shape;
@@ -296,9 +301,7 @@ Schedule schedule_kernels(const ir::Graph& graph, const std::vector<bool>& copie
         }
       }
     } else {
-      place_waiting_sums([&](const std::pair<ValueId, int>& waiting) {
-        return static_cast<int>(schedule.steps.size()) - waiting.second >= kColumnSumLookback;
-      });
+      place_waiting_sums(aged);
       add_aten_step(id);
     }
   }

@@ -202,7 +202,8 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
     if (floats > 0) workspace_ = at::empty({floats}, at::TensorOptions().dtype(at::kFloat).device(device_));
   }
 
-  parameter_casts_.run(graph_, values, device_);
+  std::vector<bool> computed_early(values.size(), false);  // by parameter_casts_: their steps are skipped
+  for (ir::ValueId id : parameter_casts_.run(graph_, values, device_)) computed_early[static_cast<std::size_t>(id)] = true;
 
   std::vector<at::Tensor> held;  // contiguous copies made for one kernel call
   std::vector<void*> pointers;
@@ -210,7 +211,7 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
     const ScheduleStep& step = schedule_.steps[s];
     const bool profiling = !step_seconds_.empty();
     const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (step.kind == ScheduleStep::Kind::aten && values[static_cast<std::size_t>(step.index)].defined()) {
+    if (step.kind == ScheduleStep::Kind::aten && computed_early[static_cast<std::size_t>(step.index)]) {
       // A parameter cast, computed before the first step.
     } else if (step.kind == ScheduleStep::Kind::aten) {
       const ir::Node& node = graph_.node(step.index);

@@ -1,16 +1,25 @@
 #include "trainc/compile/runtime/parameter_casts.h"
 
 #include <algorithm>
+#include <map>
 
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/runtime/aten_executor.h"
 
 namespace trainc {
+namespace {
+
+// A cast this small may start early whatever its lifetime (GPT-2's largest bias: 12 KB).
+constexpr int64_t kSmallCastBytes = int64_t{1} << 20;
+
+}  // namespace
 
 ParameterCasts::ParameterCasts(const ir::Graph& graph, const std::vector<ir::ValueId>& aten_values) {
   for (ir::ValueId id : aten_values) {
     const ir::Node& node = graph.node(id);
     if (node.op != ir::Op::cast || !ir::is_half_precision(node.type.dtype)) continue;
+    const bool returned = std::find(graph.outputs().begin(), graph.outputs().end(), id) != graph.outputs().end();
+    if (!returned && node.type.numel() * ir::dtype_bytes(node.type.dtype) > kSmallCastBytes) continue;
     Cast cast{id, node.inputs[0], {}};
     // Permutes and reshapes of a contiguous input keep its elements dense, in its memory order.
     while (graph.node(cast.input).op == ir::Op::permute || graph.node(cast.input).op == ir::Op::reshape) {
@@ -23,23 +32,33 @@ ParameterCasts::ParameterCasts(const ir::Graph& graph, const std::vector<ir::Val
   }
 }
 
-void ParameterCasts::run(const ir::Graph& graph, std::vector<at::Tensor>& values, at::Device device) const {
-  std::vector<at::Tensor> sources, destinations;
-  std::vector<const Cast*> grouped;
+std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector<at::Tensor>& values, at::Device device) const {
+  struct Group {
+    std::vector<at::Tensor> sources, destinations;
+    std::vector<const Cast*> casts;
+  };
+  // One multi-tensor copy per target dtype: it takes its kernel from its first destination's.
+  std::map<ir::DType, Group> by_dtype;
   for (const Cast& cast : casts_) {
     const at::Tensor& source = values[static_cast<std::size_t>(cast.input)];
     if (!source.is_contiguous()) continue;
-    sources.push_back(source);
-    destinations.push_back(at::empty(source.sizes(), source.options().dtype(ir::to_scalar_type(graph.type(cast.value).dtype))));
-    grouped.push_back(&cast);
+    const ir::DType dtype = graph.type(cast.value).dtype;
+    Group& group = by_dtype[dtype];
+    group.sources.push_back(source);
+    group.destinations.push_back(at::empty(source.sizes(), source.options().dtype(ir::to_scalar_type(dtype))));
+    group.casts.push_back(&cast);
   }
-  if (grouped.empty()) return;
-  foreach_copy_(destinations, sources);
-  for (std::size_t i = 0; i < grouped.size(); ++i) {
-    at::Tensor result = destinations[i];
-    for (ir::ValueId view : grouped[i]->views) result = ir::execute_node(graph.node(view), {result}, device);
-    values[static_cast<std::size_t>(grouped[i]->value)] = result;
+  std::vector<ir::ValueId> computed;
+  for (auto& [dtype, group] : by_dtype) {
+    foreach_copy_(group.destinations, group.sources);
+    for (std::size_t i = 0; i < group.casts.size(); ++i) {
+      at::Tensor result = group.destinations[i];
+      for (ir::ValueId view : group.casts[i]->views) result = ir::execute_node(graph.node(view), {result}, device);
+      values[static_cast<std::size_t>(group.casts[i]->value)] = result;
+      computed.push_back(group.casts[i]->value);
+    }
   }
+  return computed;
 }
 
 }  // namespace trainc

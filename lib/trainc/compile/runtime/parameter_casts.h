@@ -2,11 +2,15 @@
 //
 // A program's casts of float32 inputs into bf16 or float16 (autocast's weights and biases, directly
 // or through permutes and reshapes) run together, before the program's first step, as one
-// multi-tensor copy (foreach_copy_) instead of one ATen kernel each where the program reads them:
-// GPT-2's forward has 98 of them, each a launch of a few microseconds, in a CUDA graph too. Each
-// cast is the whole input converted in its own memory order with the same views applied after,
-// which is what ATen's cast of the view gives (it keeps the view's strides), bit for bit.
-// Casts stay at their steps when their input is not contiguous.
+// multi-tensor copy per target dtype (foreach_copy_) instead of one ATen kernel each where the
+// program reads them: GPT-2's forward has 98 of them, each a launch of a few microseconds, in a
+// CUDA graph too. Each cast is the whole input converted in its own memory order with the same
+// views applied after, which is what ATen's cast of the view gives (it keeps the view's strides).
+//
+// Only casts that cost no memory by starting early are taken: those the program returns (kept to
+// its end anyway: the forward saves its weight casts for the backward) and small ones (a bias).
+// A cast of a saved activation in the backward stays at its step. So do casts whose input is not
+// contiguous at run time.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -20,11 +24,12 @@ namespace trainc {
 class ParameterCasts {
  public:
   ParameterCasts() = default;
-  // The casts `graph` computes as ATen calls (steps[i] of kind aten; `aten_values` are their values).
+  // The casts among `aten_values` (the values `graph`'s ATen steps compute) taken together.
   ParameterCasts(const ir::Graph& graph, const std::vector<ir::ValueId>& aten_values);
 
-  // Computes the casts whose inputs allow it into values[cast]; `values` holds the program's inputs.
-  void run(const ir::Graph& graph, std::vector<at::Tensor>& values, at::Device device) const;
+  // Computes the casts whose inputs allow it into values[cast] (`values` holds the program's
+  // inputs) and returns those it computed.
+  std::vector<ir::ValueId> run(const ir::Graph& graph, std::vector<at::Tensor>& values, at::Device device) const;
   std::size_t size() const { return casts_.size(); }
 
  private:
