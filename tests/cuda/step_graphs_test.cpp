@@ -240,12 +240,7 @@ TEST_CASE("clipping's factor inside the fused AdamW on the GPU equals clipping t
   };
   OptimizerRun clipped_first = capturable(), inside = capturable();
   for (int step = 0; step < 30; ++step) {
-    for (OptimizerRun* run : {&clipped_first, &inside}) {
-      torch::manual_seed(seed + 1 + static_cast<uint64_t>(step));
-      // Every third step clipped (a factor far from 1), the others not (a factor of exactly 1).
-      for (torch::Tensor& p : run->params) p.mutable_grad() = torch::randn_like(p) * (step % 3 == 0 ? 10.0 : 0.01);
-      set_learning_rate(*run->optimizer, 1e-2);
-    }
+    for (OptimizerRun* run : {&clipped_first, &inside}) set_clipping_gradients(*run, step, seed + 1);
     const torch::Tensor norm = clip_grad_norm(clipped_first.params, 0.5);
     clipped_first.optimizer->step();
     const torch::Tensor measured = clipped_step(*inside.optimizer, inside.params, 0.5);

@@ -1,4 +1,4 @@
-// defines: f32, bf16, ints — shorthands for building small IR graphs in tests
+// defines: f32, bf16, ints, scalar — shorthands for building small IR graphs in tests
 #pragma once
 
 #include <utility>
@@ -16,6 +16,13 @@ inline ir::Attributes ints(std::vector<int64_t> values, bool keepdim = false) {
   ir::Attributes attrs;
   attrs.ints = std::move(values);
   attrs.keepdim = keepdim;
+  return attrs;
+}
+
+// Attributes holding a scalar (a constant's value).
+inline ir::Attributes scalar(double value) {
+  ir::Attributes attrs;
+  attrs.scalar = value;
   return attrs;
 }
 

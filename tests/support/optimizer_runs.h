@@ -1,5 +1,7 @@
-// defines: OptimizerRun, run_adamw, run_sgd — the same training-free optimizer trajectory under
-// two optimizers, for comparing a capturable optimizer with LibTorch's eager one.
+// defines: OptimizerRun, initial_parameters, adamw_groups, sgd_groups, take_steps, set_clipping_gradients
+//
+// The same training-free optimizer trajectory under two optimizers, for comparing a capturable
+// optimizer with LibTorch's eager one, or clipping inside an update with clipping before it.
 //
 // Parameters of a few shapes in two groups (weight decay on the matrices only, as make_optimizer
 // groups them), fresh random gradients at every step, a learning rate that changes at every
@@ -62,6 +64,15 @@ inline void take_steps(OptimizerRun& run, int first, int last, uint64_t gradient
     set_learning_rate(*run.optimizer, 1e-2 * (1.0 + 0.5 * std::cos(0.1 * step)));
     run.optimizer->step();
   }
+}
+
+// Gradients for step `step` of a clipping comparison, drawn from `gradient_seed` + step: large
+// every third step (clipping at 0.5 scales them by a factor far from 1), small otherwise (a factor
+// of exactly 1); and a fixed learning rate.
+inline void set_clipping_gradients(OptimizerRun& run, int step, uint64_t gradient_seed) {
+  torch::manual_seed(gradient_seed + static_cast<uint64_t>(step));
+  for (torch::Tensor& p : run.params) p.mutable_grad() = torch::randn_like(p) * (step % 3 == 0 ? 10.0 : 0.01);
+  set_learning_rate(*run.optimizer, 1e-2);
 }
 
 }  // namespace trainc::test

@@ -100,11 +100,7 @@ TEST_CASE("clipping's factor applied inside the capturable AdamW's step equals c
   OptimizerRun clipped_first = capturable_adamw(seed);
   OptimizerRun inside = capturable_adamw(seed);
   for (int step = 0; step < 30; ++step) {
-    for (OptimizerRun* run : {&clipped_first, &inside}) {
-      torch::manual_seed(seed + 1 + static_cast<uint64_t>(step));
-      for (torch::Tensor& p : run->params) p.mutable_grad() = torch::randn_like(p) * (step % 3 == 0 ? 10.0 : 0.01);  // clipped, or not
-      set_learning_rate(*run->optimizer, 1e-2);
-    }
+    for (OptimizerRun* run : {&clipped_first, &inside}) set_clipping_gradients(*run, step, seed + 1);
     const torch::Tensor norm = clip_grad_norm(clipped_first.params, 0.5);
     clipped_first.optimizer->step();
     const torch::Tensor measured = clipped_step(*inside.optimizer, inside.params, 0.5);

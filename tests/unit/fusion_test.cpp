@@ -1,12 +1,14 @@
 // The inductor's graph passes on small graphs drawn in the comments: which nodes fuse into which
 // kernel and in what order the steps run (passes/fusion, sink_pointwise), how views compose into
 // strided reads (codegen/strided_access), which buffers share memory (passes/memory_plan), and the
-// code a small kernel renders to. The rewrites before fusion: rewrites_test.cpp.
+// code a small kernel renders to. The rewrites before fusion: rewrites_test.cpp; sums over
+// leading dimensions inside kernels (on a GPU): column_sums_fusion_test.cpp.
 #include <algorithm>
 
 #include <catch2/catch.hpp>
 
 #include "support/ir_builders.h"
+#include "support/schedule_steps.h"
 #include "trainc/compile/codegen/cpp_kernels.h"
 #include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/codegen/strided_access.h"
@@ -21,33 +23,8 @@ using Catch::Matchers::Contains;
 using trainc::test::bf16;
 using trainc::test::f32;
 using trainc::test::ints;
-
-namespace {
-
-Attributes scalar(double value) {
-  Attributes attrs;
-  attrs.scalar = value;
-  return attrs;
-}
-
-// The kernels as lists of op names, in step order, with ATen calls as "aten:<op>".
-std::vector<std::string> steps_of(const Graph& graph, const Schedule& schedule) {
-  std::vector<std::string> steps;
-  for (const ScheduleStep& step : schedule.steps) {
-    if (step.kind == ScheduleStep::Kind::aten) {
-      steps.push_back(std::string("aten:") + op_name(graph.node(step.index).op));
-      continue;
-    }
-    std::string kernel;
-    for (ValueId member : schedule.kernels[static_cast<std::size_t>(step.index)].members) {
-      kernel += (kernel.empty() ? "" : " ") + std::string(op_name(graph.node(member).op));
-    }
-    steps.push_back(kernel);
-  }
-  return steps;
-}
-
-}  // namespace
+using trainc::test::scalar;
+using trainc::test::steps_of;
 
 TEST_CASE("a chain of pointwise ops is one kernel that stores only what leaves it", "[unit][fusion]") {
   //   x ──exp──mul──relu──> out
@@ -494,132 +471,4 @@ TEST_CASE("CUDA kernels whose code differs only in the values they name are comp
   CHECK(definitions == 2);
   // Names within the kernel are numbered by first appearance: its pointers, then its values.
   CHECK_THAT(program.kernels[0].source, Contains("(const float* __restrict__ p0, float* __restrict__ s1)"));
-}
-
-TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that makes or loads what it sums", "[unit][fusion]") {
-  // A layer norm's backward with its parameters' gradients (g: the output's gradient, x: x-hat):
-  //   g ──sum(rows)──div──sub──> dx (element)     sum over the leading dims of g      (bias)
-  //                                               sum over the leading dims of g * x  (weight)
-  // twice: the second layer's g is a product's output.
-  Graph g;
-  const auto layer = [&](ValueId grad, ValueId x) {
-    const ValueId d = g.add(Op::constant, {}, scalar(64.0));
-    g.mark_output(g.add(Op::sub, {grad, g.add(Op::div, {g.add(Op::sum, {grad}, ints({2}, true)), d})}));
-    const ValueId bias = g.add(Op::sum, {grad}, ints({0, 1}));
-    const ValueId weight = g.add(Op::sum, {g.add(Op::mul, {grad, x})}, ints({0, 1}));
-    g.mark_output(bias);
-    g.mark_output(weight);
-    return std::vector<ValueId>{bias, weight};
-  };
-  const std::vector<ValueId> sums = layer(g.add_input("g", f32({16, 64, 64})), g.add_input("x", f32({16, 64, 64})));
-  const ValueId product = g.add(Op::matmul, {g.add_input("g2", f32({16, 64, 64})), g.add_input("w2", f32({64, 64}))});
-  layer(product, g.add_input("x2", f32({16, 64, 64})));
-  // Without column sums (the CPU), they are ATen calls reading stored values.
-  CHECK(steps_of(g, schedule_kernels(g)) ==
-        std::vector<std::string>{"sum div sub", "aten:sum", "mul", "aten:sum", "aten:matmul", "sum div sub", "aten:sum", "mul", "aten:sum"});
-  // Over fewer than 1024 rows (a kernel of fewer blocks than a GPU has room for), they stay ATen's.
-  Graph few;
-  const ValueId small = few.add_input("g", f32({4, 8, 64}));
-  few.mark_output(few.add(Op::exp, {small}));
-  few.mark_output(few.add(Op::sum, {few.add(Op::exp, {small})}, ints({0, 1})));
-  CHECK(steps_of(few, schedule_kernels(few, {}, true)) == std::vector<std::string>{"exp exp", "aten:sum"});
-  // With them, the sum of g joins the kernel that loads g, and the sum of g * x the kernel that
-  // computes g * x (the same one: g * x reads no kernel's value and joins the newest).
-  const Schedule s = schedule_kernels(g, {}, /*column_sums=*/true);
-  CHECK(steps_of(g, s) == std::vector<std::string>{"sum div sub sum mul sum", "aten:matmul", "sum div sub sum mul sum"});
-  const FusedKernel& first = s.kernels.front();
-  CHECK(first.reduce_from == 2);
-  CHECK(first.column_split == 2);
-  CHECK(std::count(first.roles.begin(), first.roles.end(), KernelRole::column) == 2);
-
-  const codegen::RenderedProgram program = codegen::render_cuda_kernels(g, s, "bwd");
-  REQUIRE(program.kernels.size() == 2);
-  const codegen::RenderedKernel& kernel = program.kernels.front();
-  CHECK(kernel.finish_outputs == sums);
-  CHECK(kernel.grid == 1024);  // one block a row: 1024 rows, the least a column sum joins, and the most blocks it runs
-  CHECK(kernel.block == 32);  // 8 groups of 8 columns, one a thread, in a whole warp
-  CHECK(kernel.workspace_floats == 2 * 1024 * 64);
-  CHECK(kernel.finish_symbol == "trainc_kernel_bwd_0_finish");
-  CHECK(kernel.finish_grid == 4);  // two sums of 64 columns, 32 a block
-  CHECK_THAT(kernel.source, Contains("float* __restrict__ ws)") && Contains("k_store8(ws + ") &&
-                                Contains("__global__ void __launch_bounds__(1024) trainc_kernel_bwd_0_finish("));
-  for (ValueId sum : sums) CHECK(std::find(kernel.arguments.begin(), kernel.arguments.end(), sum) == kernel.arguments.end());  // the finish writes them
-  // The second layer's kernel launches the first one's code, its finish included.
-  CHECK(program.kernels[1].symbol == "trainc_kernel_bwd_0");
-  CHECK(program.kernels[1].finish_symbol == "trainc_kernel_bwd_0_finish");
-  CHECK(program.symbols() ==
-        std::vector<std::string>{"trainc_kernel_bwd_0", "trainc_kernel_bwd_0", "trainc_kernel_bwd_0_finish", "trainc_kernel_bwd_0_finish"});
-  CHECK(program.finish_launches() == std::vector<int>{2, 3});
-}
-
-TEST_CASE("on a GPU a column sum met before the kernel that loads what it sums waits for that kernel", "[unit][fusion]") {
-  // Autodiff emits a layer norm's bias gradient before the kernel that loads g (a product's output):
-  //   g = a @ w ──sum(leading)──> bias                       (met first)
-  //             ──sum(rows)──div──sub──> dx                  (the kernel that loads g)
-  // and a second sum whose value a later node reads before any kernel loads what it adds up.
-  Graph g;
-  const ValueId grad = g.add(Op::matmul, {g.add_input("a", f32({16, 64, 64})), g.add_input("w", f32({64, 64}))});
-  const ValueId bias = g.add(Op::sum, {grad}, ints({0, 1}));
-  const ValueId d = g.add(Op::constant, {}, scalar(64.0));
-  g.mark_output(g.add(Op::sub, {grad, g.add(Op::div, {g.add(Op::sum, {grad}, ints({2}, true)), d})}));
-  g.mark_output(bias);
-  const ValueId other = g.add(Op::matmul, {g.add_input("b", f32({16, 64, 64})), g.add_input("v", f32({64, 64}))});
-  const ValueId unloaded = g.add(Op::sum, {other}, ints({0, 1}));
-  g.mark_output(g.add(Op::mul, {unloaded, g.add_input("s", f32({64}))}));
-  g.mark_output(g.add(Op::exp, {other}));
-
-  const Schedule s = schedule_kernels(g, {}, /*column_sums=*/true);
-  // The bias sum joins the layer norm's kernel; the second sum is an ATen call placed before its
-  // reader, and the exp after it still loads `other` in a kernel of its own.
-  CHECK(steps_of(g, s) == std::vector<std::string>{"aten:matmul", "sum div sub sum", "aten:matmul", "aten:sum", "mul", "exp"});
-  const FusedKernel& kernel = s.kernels.front();
-  CHECK(kernel.roles.back() == KernelRole::column);
-  CHECK(kernel.members.back() == bias);
-  CHECK(s.kernel_of[static_cast<std::size_t>(unloaded)] == -1);
-  // Without column sums (the CPU), the bias sum stays where autodiff put it.
-  CHECK(steps_of(g, schedule_kernels(g)) ==
-        std::vector<std::string>{"aten:matmul", "aten:sum", "sum div sub", "aten:matmul", "aten:sum", "mul", "exp"});
-}
-
-TEST_CASE("a column sum that no kernel takes is placed after a few steps, not at the program's end", "[unit][fusion]") {
-  //   g = a @ w ──sum(leading)──> out     then ten products, and a kernel loading g only after them
-  Graph g;
-  const ValueId grad = g.add(Op::matmul, {g.add_input("a", f32({16, 64, 64})), g.add_input("w", f32({64, 64}))});
-  g.mark_output(g.add(Op::sum, {grad}, ints({0, 1})));
-  ValueId chain = g.add_input("c", f32({64, 64}));
-  for (int i = 0; i < 10; ++i) chain = g.add(Op::matmul, {chain, chain});
-  g.mark_output(chain);
-  g.mark_output(g.add(Op::exp, {grad}));
-  const std::vector<std::string> steps = steps_of(g, schedule_kernels(g, {}, /*column_sums=*/true));
-  REQUIRE(steps.size() == 13);
-  CHECK(steps[9] == "aten:sum");  // placed once 8 steps (8 of the chain's products) have passed without a kernel taking it
-  CHECK(steps.back() == "exp");
-}
-
-TEST_CASE("a column sum placed for its age goes before an ATen call or a new kernel, not between a kernel and what joins it",
-          "[unit][fusion]") {
-  //   g = a @ w ──sum(leading)──> out          (no kernel ever loads g)
-  //   `kernels` row sums of other inputs, each a kernel; then x - m, which reads no kernel's value
-  //   and joins the newest kernel; then a product
-  const auto schedule_with = [](int kernels) {
-    Graph g;
-    const ValueId grad = g.add(Op::matmul, {g.add_input("a", f32({16, 64, 64})), g.add_input("w", f32({64, 64}))});
-    g.mark_output(g.add(Op::sum, {grad}, ints({0, 1})));
-    for (int i = 0; i < kernels; ++i) g.mark_output(g.add(Op::sum, {g.add_input("r" + std::to_string(i), f32({16, 64, 64}))}, ints({2})));
-    g.mark_output(g.add(Op::sub, {g.add_input("x", f32({16, 64, 64})), g.add_input("m", f32({16, 64, 64}))}));
-    g.mark_output(g.add(Op::matmul, {g.add_input("b", f32({64, 64})), g.add_input("c", f32({64, 64}))}));
-    return steps_of(g, schedule_kernels(g, {}, /*column_sums=*/true));
-  };
-  // After eight kernels the sum has waited 8 steps: it goes before the product.
-  const std::vector<std::string> eight = schedule_with(8);
-  REQUIRE(eight.size() == 11);
-  CHECK(eight[8] == "sum sub");  // the last row sum's kernel takes x - m
-  CHECK(eight[9] == "aten:sum");
-  CHECK(eight[10] == "aten:matmul");
-  // With a ninth, it goes before the ninth kernel, which still takes x - m.
-  const std::vector<std::string> nine = schedule_with(9);
-  REQUIRE(nine.size() == 12);
-  CHECK(nine[9] == "aten:sum");
-  CHECK(nine[10] == "sum sub");
-  CHECK(nine[11] == "aten:matmul");
 }
