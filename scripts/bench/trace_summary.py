@@ -73,6 +73,35 @@ def kernel_headers(paths):
     return headers
 
 
+def timeline(events, steps, cpu_op_of, top):
+    """The GPU's idle time: the traced steps' span against the union of its events, and the gaps
+    between consecutive events by size, the largest named by the events on either side. A step
+    slower than its GPU work shows its cause here: gaps of a few microseconds between many small
+    launches, or long ones where the GPU waits for the host."""
+    gpu = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e) for e in events
+                 if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES)
+    span = gpu[-1][1] - gpu[0][0]
+    gaps = []
+    busy_until = gpu[0][1]
+    previous = gpu[0][2]
+    for start, end, event in gpu[1:]:
+        if start > busy_until:
+            gaps.append((start - busy_until, previous, event))
+        if end >= busy_until:
+            busy_until, previous = end, event
+    idle = sum(gap for gap, _, _ in gaps)
+    print(f"timeline: {span / steps / 1000:.3f} ms a step from the first GPU event to the last, "
+          f"{(span - idle) / steps / 1000:.3f} ms busy, {idle / steps / 1000:.3f} ms idle in {len(gaps) / steps:.0f} gaps")
+    bounds = [(0, 2), (2, 5), (5, 20), (20, 100), (100, float("inf"))]
+    for low, high in bounds:
+        inside = [gap for gap, _, _ in gaps if low <= gap < high]
+        print(f"  gaps of {low}-{high} us: {len(inside) / steps:6.1f} a step, {sum(inside) / steps / 1000:.3f} ms")
+    print("largest gaps (before -> after, the CPU op that launched what came after):")
+    for gap, before, after in sorted(gaps, key=lambda g: -g[0])[:top]:
+        op = cpu_op_of.get(after.get("args", {}).get("External id"), "?")
+        print(f"  {gap:8.1f} us  {short(before['name'], 50)} -> {short(after['name'], 50)}  [{op[:50]}]")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("trace")
@@ -136,6 +165,7 @@ def main():
             moved = launched_bytes[(name, op)] / launched_count[(name, op)] / 1e6
             print(f"  {us / args.steps / 1000:8.3f} ms  {launched_count[(name, op)] / args.steps:6.1f}x  "
                   f"{op[:60]:<60}  {name}" + (f"  ({moved:.2f} MB each)" if moved else ""))
+    timeline(events, args.steps, cpu_op_of, min(args.top, 25))
     print("largest per step:")
     for name, us in time_us.most_common(args.top):
         line = f"  {us / args.steps / 1000:8.3f} ms  {count[name] / args.steps:6.1f}x  {short(name)}"
