@@ -112,6 +112,14 @@ peer_run() {  # case, script, peer name, mode; WORLD=N starts N processes with t
     >> "$OUT/results.jsonl"
 }
 
+# The flags of a traced run: a backend, or a mode of the inductor backend.
+compile_flags() {
+  case $1 in
+    reduce-overhead | max-autotune | max-autotune-no-cudagraphs) echo "--torch-compile-mode $1" ;;
+    *) echo "--torch-compile-backend $1" ;;
+  esac
+}
+
 rm -f "$OUT/results.jsonl"
 for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
   if [[ $case == loss ]]; then
@@ -154,7 +162,7 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
       # --dump-dir: the generated CUDA, whose header comments name each kernel's work in the summary
       TRAINC_PROFILE_TRACE="$OUT/traces/$case-$run.json" TRAINC_PROFILE_TRACE_STEPS=11:3 timeout 300 build-gpu/trainc \
         --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-trace-$run" ${TRAINC_FLAGS[$case]} \
-        --torch-compile-backend "$run" --dump-dir "$OUT/$case-dump-$run" > "$OUT/$case-trace-$run.log" 2>&1 &&
+        $(compile_flags "$run") --dump-dir "$OUT/$case-dump-$run" > "$OUT/$case-trace-$run.log" 2>&1 &&
         python3 scripts/bench/trace_summary.py "$OUT/traces/$case-$run.json" 3 --top 60 \
           --sources "$OUT/$case-dump-$run"/*.cu > "$OUT/$case-trace-$run.txt" 2>&1
     done

@@ -6,7 +6,7 @@ Usage: trace_summary.py TRACE.json STEPS [--top N] [--sources FILE.cu ...]
 Prints the GPU's busy time per step, then the largest names per step with their count per step.
 With --sources (the generated CUDA that --dump-dir writes), each generated kernel's line also
 gives what it does and the bandwidth it reached: the bytes its header comment says it moves over
-its time per call. Copies, casts and fills are also listed by the CPU op that launched them (the
+its time per call. Copies, casts, fills and ATen's other kernels are also listed by the CPU op that launched them (the
 profiler links each GPU event to it; a replayed CUDA graph's events link to the replay only)."""
 import argparse
 import collections
@@ -124,7 +124,7 @@ def main():
         if event.get("ph") == "X" and event.get("cat") in GPU_CATEGORIES:
             time_us[event["name"]] += float(event.get("dur", 0))
             count[event["name"]] += 1
-            if kind_of(event["name"]) == "copies, casts and fills":
+            if kind_of(event["name"]) in ("copies, casts and fills", "other ATen kernels"):
                 link = event.get("args", {})
                 key = (short(event["name"], 60), cpu_op_of.get(link.get("External id"), "?"))
                 launched_by[key] += float(event.get("dur", 0))
@@ -160,7 +160,7 @@ def main():
             print(f"  {us / args.steps / 1000:8.3f} ms  {work_calls[work] / args.steps:6.1f}x  "
                   f"{bandwidth:5.2f} TB/s  {work[:220]}")
     if launched_by:
-        print("copies, casts and fills by the CPU op that launched them:")
+        print("copies, casts, fills and other ATen kernels by the CPU op that launched them:")
         for (name, op), us in launched_by.most_common(args.top):
             moved = launched_bytes[(name, op)] / launched_count[(name, op)] / 1e6
             print(f"  {us / args.steps / 1000:8.3f} ms  {launched_count[(name, op)] / args.steps:6.1f}x  "
