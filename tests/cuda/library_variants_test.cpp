@@ -3,12 +3,14 @@
 // gradients, on bf16 q, k, v laid out as a GPT's (views of one [B, T, 3, H, D] projection), against
 // the textbook formula in float64: each result within 2e-2 of the largest element (bf16 keeps 8
 // bits; softmax and three products round in between). Matrix products: cuBLAS and cuBLASLt on bf16
-// within 1e-2, and bf16 products written in float32 within float32 accumulation. Sums over leading dimensions split over the rows against ATen's. Then
+// within 1e-2, and bf16 products written in float32 within float32 accumulation. Sums over leading dimensions split over the rows against ATen's,
+// and attention's gradients stacked by the same kernel as it sums them. Then
 // max-autotune's choice on the GPU: measured once, recorded, read back.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
 
+#include <array>
 #include <iostream>
 
 #include "support/posix_scratch_dir.h"
@@ -118,6 +120,20 @@ TEST_CASE("attention with a kept log-sum-exp: its backward without the forward m
       INFO("gradient " << "qkv"[i]);
       CHECK(relative_error(grads.select(0, i), expected_grads[static_cast<std::size_t>(i)]) < 2e-2);
     }
+    // With the q-k-v projection's bias gradient: the same gradients, stacked as [B, T, 3, H, D], and
+    // their column sums (the stack's own, in float32: within 1e-5 of float64's).
+    ir::Node with_sums = forward;
+    with_sums.op = ir::Op::attention_grad_and_bias_sums;
+    const at::Tensor both = ir::execute_node(with_sums, {in.q, in.k, in.v, packed, in.grad_out}, torch::kCUDA);
+    ir::AttentionGradSumsLayout sums_layout;
+    REQUIRE(ir::attention_grad_sums_layout({b, h, t, d}, 2, sums_layout));
+    const at::Tensor stacked = both.narrow(0, 0, sums_layout.grads_elements).view({b, t, 3, h, d});
+    for (int64_t i = 0; i < 3; ++i) {
+      INFO("stacked gradient " << "qkv"[i]);
+      CHECK(relative_error(stacked.select(2, i).permute({0, 2, 1, 3}), expected_grads[static_cast<std::size_t>(i)]) < 2e-2);
+    }
+    const at::Tensor sums = both.narrow(0, sums_layout.sums_offset, sums_layout.sums_elements).view(torch::kFloat);
+    CHECK(relative_error(sums, stacked.to(torch::kDouble).view({b * t, 3 * h * d}).sum(0)) < 1e-5);
     ir::AttentionLseLayout layout;
     REQUIRE(ir::attention_lse_layout({b, h, t, d}, d, 2, layout));
     at::Tensor raised = packed.clone();
@@ -251,4 +267,32 @@ TEST_CASE("sums over leading dimensions split over the rows equal ATen's", "[cud
   CHECK_FALSE(column_sums_supported(torch::randn({8, 16}, cuda).t(), {0}));                          // not contiguous
   CHECK_FALSE(column_sums_supported(torch::randn({8, 16}, cuda), {1}));                              // a trailing axis
   CHECK_FALSE(column_sums_supported(torch::randn({129}, cuda).narrow(0, 1, 128).view({16, 8}), {0}));  // misaligned
+}
+
+// dq, dk, dv stacked by the column-sum kernel as it sums them: the stack ATen makes, and the sums
+// column_sums gives that stack, bit for bit (the same order of additions), for gradients laid out as
+// the fused attention kernels return them ([B, T, H, D] in memory) and contiguous, over rows that do
+// not fill the last split. Layouts it does not take are left to ATen.
+TEST_CASE("attention's gradients stacked and summed in one kernel equal their stack and its column sums", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const int64_t b = 3, h = 12, t = 100, d = 64;
+  for (const bool time_major : {true, false}) {
+    INFO((time_major ? "[B, T, H, D] memory" : "contiguous [B, H, T, D]"));
+    std::array<at::Tensor, 3> parts;
+    for (at::Tensor& part : parts) part = time_major ? torch::randn({b, t, h, d}, cuda).permute({0, 2, 1, 3}) : torch::randn({b, h, t, d}, cuda);
+    at::Tensor stacked = torch::empty({b, t, 3, h, d}, cuda);
+    at::Tensor sums = torch::empty({3 * h * d}, cuda.dtype(torch::kFloat));
+    REQUIRE(stack_column_sums_supported(parts, stacked));
+    stack_column_sums(parts, stacked, sums);
+    const at::Tensor expected = torch::stack({parts[0].permute({0, 2, 1, 3}), parts[1].permute({0, 2, 1, 3}), parts[2].permute({0, 2, 1, 3})}, 2);
+    CHECK(torch::equal(stacked, expected));
+    CHECK(torch::equal(sums, column_sums(expected.contiguous().view({b * t, 3 * h * d}), 1)));
+  }
+  at::Tensor stacked = torch::empty({b, t, 3, h, 4}, cuda);
+  const at::Tensor narrow_heads = torch::randn({b, h, t, 4}, cuda);  // 8-byte rows of a head
+  CHECK_FALSE(stack_column_sums_supported({narrow_heads, narrow_heads, narrow_heads}, stacked));
+  const at::Tensor misaligned = torch::randn({b * h * t * d + 1}, cuda).narrow(0, 1, b * h * t * d).view({b, h, t, d});
+  stacked = torch::empty({b, t, 3, h, d}, cuda);
+  CHECK_FALSE(stack_column_sums_supported({misaligned, misaligned, misaligned}, stacked));
 }

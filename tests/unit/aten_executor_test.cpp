@@ -13,6 +13,7 @@
 #include "trainc/compat/library_variants.h"
 #include "trainc/compile/autodiff/autodiff.h"
 #include "trainc/compile/autotune/library_choice.h"
+#include "trainc/compile/passes/attention_bias_sums.h"
 #include "trainc/compile/passes/attention_lse_in_forward.h"
 #include "trainc/compile/passes/dlogits_in_forward.h"
 #include "trainc/compile/runtime/aten_executor.h"
@@ -219,6 +220,18 @@ std::vector<ExecCase> cases() {
                                            x[2].clone().requires_grad_(true)};
          causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(x[4]);
          return torch::stack({qkv[0].grad(), qkv[1].grad(), qkv[2].grad()});
+       }},
+      // The gradients stacked as [B, T, 3, H, D] (72 elements, 576 bytes: the sums start at once),
+      // then their 18 column sums in float32 as 9 float64 elements.
+      {Op::attention_grad_and_bias_sums,
+       {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), torch::zeros({1 * 4 * 2 * 3 + 4}, torch::kDouble), r({1, 2, 4, 3})}, causal,
+       [](auto& x) {
+         std::vector<torch::Tensor> qkv = {x[0].clone().requires_grad_(true), x[1].clone().requires_grad_(true),
+                                           x[2].clone().requires_grad_(true)};
+         causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(x[4]);
+         const at::Tensor stacked = torch::stack({qkv[0].grad(), qkv[1].grad(), qkv[2].grad()}).permute({1, 3, 0, 2, 4}).contiguous();
+         const at::Tensor sums = at::sum(stacked.view({4, 18}), {0}, false, at::kFloat);
+         return torch::cat({stacked.flatten(), sums.view(torch::kDouble)});
        }},
       // The bytes of 1.0 and -2.0 as float64 read as float32 (little-endian: the low word first).
       {Op::bitcast, {torch::tensor({1.0, -2.0}, f64)}, to_f32, [](auto&) { return torch::tensor({0.0f, 1.875f, 0.0f, -2.0f}); }},
@@ -483,6 +496,53 @@ TEST_CASE("attention_lse_in_forward keeps an attention's loss and gradients", "[
   for (const Node& node : attention_lse_in_forward(trainc::differentiate(wide, {true, true, true}).graph).nodes()) {
     CHECK(node.op != Op::attention_and_lse);
   }
+}
+
+// The views a fused q-k-v projection's gradient makes of attention's stacked gradients, and the sum
+// of that gradient over B * T rows (its bias gradient): attention_bias_sums makes the two one op,
+// which computes the same gradient and sums (on the CPU: ATen's stack and sum).
+TEST_CASE("attention_bias_sums sums a q-k-v gradient with its stack", "[unit][ir][aten][passes]") {
+  const int64_t batch = 2, heads = 2, time = 4, dim = 8;
+  const auto build = [&](const std::vector<int64_t>& order) {
+    Graph g;
+    const TensorType type{DType::bf16, {batch, heads, time, dim}};
+    const ValueId q = g.add_input("q", type), k = g.add_input("k", type), v = g.add_input("v", type), dy = g.add_input("dy", type);
+    Attributes causal;
+    causal.causal = true;
+    const ValueId kept = g.add(Op::attention_and_lse, {q, k, v}, causal);
+    const ValueId stack = g.add(Op::attention_grad_from_lse, {q, k, v, kept, dy}, causal);
+    std::vector<ValueId> parts;
+    for (int64_t part : order) {
+      const ValueId slice = g.add(Op::slice, {stack}, with_ints({0, part, part + 1, 1}));
+      const ValueId dropped = g.add(Op::reshape, {slice}, with_ints({batch, heads, time, dim}));
+      const ValueId time_major = g.add(Op::permute, {dropped}, with_ints({0, 2, 1, 3}));
+      parts.push_back(g.add(Op::reshape, {time_major}, with_ints({batch, time, heads * dim})));
+    }
+    const ValueId gradient = g.add(Op::concat, parts, with_ints({2}));
+    g.mark_output(gradient);
+    g.mark_output(g.add(Op::sum_to_float, {gradient}, with_ints({0, 1})));
+    return g;
+  };
+  const Graph graph = build({0, 1, 2});
+  const Graph rewritten = attention_bias_sums(graph);
+  verify(rewritten);
+  std::map<Op, int> ops = op_counts(rewritten);
+  CHECK(ops[Op::attention_grad_and_bias_sums] == 1);
+  CHECK(ops[Op::attention_grad_from_lse] == 0);
+  CHECK(ops[Op::sum_to_float] == 0);
+
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+  std::vector<at::Tensor> inputs;
+  for (int i = 0; i < 4; ++i) inputs.push_back(torch::randn({batch, heads, time, dim}, bf16));
+  const std::vector<at::Tensor> expected = execute_with_aten(graph, inputs);
+  const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
+  REQUIRE(got.size() == 2);
+  CHECK(torch::equal(got[0], expected[0]));  // the gradient the projection's GEMMs read, bit for bit
+  CHECK(got[1].scalar_type() == torch::kFloat);
+  CHECK(torch::allclose(got[1], expected[1], 1e-6, 1e-6));  // float32 sums of the same bf16 values
+  // Parts in another order are another matrix: left as they are.
+  const Graph reordered = build({1, 0, 2});
+  CHECK(to_text(attention_bias_sums(reordered)) == to_text(reordered));
 }
 
 // The buffer's padding: an output of 48 bytes is followed by zeros up to 64, then the log-sum-exps

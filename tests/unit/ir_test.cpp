@@ -123,6 +123,15 @@ std::vector<ShapeCase> shape_cases() {
        bf16({3, 2, 3, 4, 8}), ""},
       {Op::attention_grad_from_lse, {bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8}), bf16({192}), bf16({2, 3, 4, 8})}, {}, {},
        "takes attention_and_lse's bf16[240]"},
+      // The stack [2, 4, 3, 3, 8] (576 elements, 1152 bytes: 18 x 64), then 72 float32 sums in 144.
+      {Op::attention_grad_and_bias_sums, {bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8}), bf16({240}), bf16({2, 3, 4, 8})}, {},
+       bf16({576 + 144}), ""},
+      {Op::attention_grad_and_bias_sums, {bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8}), bf16({2, 3, 4, 8}), bf16({192}), bf16({2, 3, 4, 8})}, {},
+       {}, "takes attention_and_lse's bf16[240]"},
+      // 9 float32 sums are 36 bytes: no whole number of float64 elements.
+      {Op::attention_grad_and_bias_sums,
+       {{DType::f64, {1, 1, 2, 3}}, {DType::f64, {1, 1, 2, 3}}, {DType::f64, {1, 1, 2, 3}}, {DType::f64, {9}}, {DType::f64, {1, 1, 2, 3}}}, {},
+       {}, "do not fill whole elements of f64"},
       {Op::bitcast, {bf16({8})}, f32_loss, f32({4}), ""},
       {Op::bitcast, {bf16({7})}, f32_loss, {}, "not a whole number of f32"},
       {Op::bitcast, {bf16({2, 4})}, f32_loss, {}, "takes a flat tensor"},

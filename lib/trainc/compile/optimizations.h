@@ -37,6 +37,8 @@ enum class Optimization {
                        // activation, a GEMM's operand both ways) saved, not recomputed and written again
   grouped_casts,       // inductor: a program's casts of float32 inputs into bf16 run as one multi-tensor copy at its start
                        // (runtime/parameter_casts)
+  attention_bias_sums,  // inductor, GPU: a fused q-k-v projection's bias gradient summed by the kernel that stacks
+                        // attention's dq, dk and dv (passes/attention_bias_sums)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -82,7 +82,7 @@ std::string choose_library_variant(const ir::Node& node, const std::vector<at::T
     if (backend) return attention_backend_name(*backend);
   }
   // The kernel attention's kept-statistics pair calls, decided here once instead of at every run.
-  if (node.op == ir::Op::attention_and_lse || node.op == ir::Op::attention_grad_from_lse) {
+  if (node.op == ir::Op::attention_and_lse || node.op == ir::Op::attention_grad_from_lse || node.op == ir::Op::attention_grad_and_bias_sums) {
     const std::optional<AttentionBackend> backend = ir::lse_pair_backend(inputs, node.attrs);
     return backend ? attention_backend_name(*backend) : "aten";
   }

@@ -9,6 +9,7 @@
 #include "trainc/compile/codegen/cpp_kernels.h"
 #include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/optimizations.h"
+#include "trainc/compile/passes/attention_bias_sums.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
 #include "trainc/compile/passes/products_to_float.h"
@@ -58,6 +59,8 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std
   ProgramBuild build;
   build.graph = ir::transpose_products(ir::slice_grads_to_concat(program));
   if (optimization_enabled(Optimization::sum_to_float)) build.graph = ir::sums_of_widened(build.graph);
+  // On a GPU, a fused q-k-v projection's bias gradient summed as attention's gradients are stacked.
+  if (device.is_cuda() && optimization_enabled(Optimization::attention_bias_sums)) build.graph = ir::attention_bias_sums(build.graph);
   // Only where one GEMM writes the float32 product: elsewhere the cast would run inside the extern
   // op instead of fusing into the kernel that reads it.
   if (matmul_to_float_in_one_gemm(device) && optimization_enabled(Optimization::matmul_to_float)) {

@@ -70,6 +70,17 @@ bool attention_lse_layout(const std::vector<int64_t>& q_shape, int64_t value_dim
   return true;
 }
 
+bool attention_grad_sums_layout(const std::vector<int64_t>& q_shape, int64_t q_bytes, AttentionGradSumsLayout& layout) {
+  if (q_shape.size() != 4) return false;
+  const int64_t columns = 3 * q_shape[1] * q_shape[3];
+  if ((columns * 4) % q_bytes != 0) return false;
+  layout.grads_elements = columns * q_shape[0] * q_shape[2];
+  layout.sums_offset = aligned_offset(layout.grads_elements, q_bytes);
+  layout.sums_elements = columns * 4 / q_bytes;
+  layout.total = layout.sums_offset + layout.sums_elements;
+  return true;
+}
+
 int64_t TensorType::numel() const {
   int64_t count = 1;
   for (int64_t size : shape) count *= size;

@@ -1,5 +1,6 @@
 // defines: DType, is_half_precision, dtype_bytes, TensorType, ValueId, Attributes, Node, Graph, IrError, LinearCrossEntropyLayout,
-//          linear_cross_entropy_layout, AttentionLseLayout, attention_lse_layout
+//          linear_cross_entropy_layout, AttentionLseLayout, attention_lse_layout, AttentionGradSumsLayout,
+//          attention_grad_sums_layout
 //
 // The compile planner's IR: a graph in SSA form where every node produces one tensor value, and
 // every value carries its shape and dtype. Nodes are appended in topological order (inputs
@@ -115,6 +116,21 @@ struct AttentionLseLayout {
 // The layout for q [B, H, T, D] and v [..., E] with `q_bytes`-byte elements; false when the
 // log-sum-exp's bytes do not fill whole elements (float64, an odd B * H * T).
 bool attention_lse_layout(const std::vector<int64_t>& q_shape, int64_t value_dim, int64_t q_bytes, AttentionLseLayout& layout);
+
+// The one buffer attention_grad_and_bias_sums returns, in q's dtype: dq, dk and dv stacked as
+// attention_grad's [3, B, H, T, D] laid out as [B, T, 3, H, D] (a fused q-k-v projection's output
+// gradient, rows of 3 * H * D), then from a 64-byte boundary the bytes of that gradient's float32
+// column sums, [3 * H * D]: the projection's bias gradient.
+struct AttentionGradSumsLayout {
+  int64_t grads_elements = 0;  // 3 * B * H * T * D
+  int64_t sums_offset = 0;     // where the column sums' bytes start, in elements
+  int64_t sums_elements = 0;   // q-dtype elements holding 3 * H * D float32 values
+  int64_t total = 0;
+};
+
+// The layout for q [B, H, T, D] with `q_bytes`-byte elements; false when the sums' bytes do not
+// fill whole elements (float64 with an odd 3 * H * D).
+bool attention_grad_sums_layout(const std::vector<int64_t>& q_shape, int64_t q_bytes, AttentionGradSumsLayout& layout);
 
 // Checks SSA order, arity and every node's type against its shape rule; IrError naming the node.
 void verify(const Graph& graph);

@@ -80,7 +80,8 @@ enum class OpKind : uint8_t {
   X(linear_cross_entropy_grad_from_dlogits, kExtern, 4) \
   X(attention_and_lse, kExtern, 3) \
   X(attention_grad_from_lse, kExtern, 5) \
-  X(matmul_to_float, kExtern, 2)
+  X(matmul_to_float, kExtern, 2)   \
+  X(attention_grad_and_bias_sums, kExtern, 5)
 // clang-format on
 
 enum class Op : uint8_t {

@@ -41,6 +41,9 @@
 //                out as linear_cross_entropy_layout says (graph.h)
 //   linear_cross_entropy_grad_from_dlogits  (that buffer, x, weight, grad [N]) -> as
 //                linear_cross_entropy_grad: x's and the weight's gradients from the saved ones
+//   attention_grad_and_bias_sums  as attention_grad_from_lse -> q's dtype [layout.total]: the
+//                gradients and their column sums over B * T rows (a fused q-k-v projection's bias
+//                gradient), laid out as attention_grad_sums_layout says (graph.h)
 //   matmul_to_float  a bf16 or f16 [m, k] x [k, n] -> f32 [m, n]: the product accumulated and
 //                returned in float32, as cast(matmul(a, b), f32) without rounding to a's dtype first
 #include <algorithm>
@@ -151,6 +154,13 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       const TensorType packed = extern_type(Op::attention_and_lse, {in[0], in[1], in[2]}, attrs);
       require(in[3] == packed, "attention_grad_from_lse takes attention_and_lse's " + packed.str() + ", got " + in[3].str());
       return extern_type(Op::attention_grad, {in[0], in[1], in[2], in[4]}, attrs);
+    }
+    case Op::attention_grad_and_bias_sums: {
+      (void)extern_type(Op::attention_grad_from_lse, in, attrs);
+      AttentionGradSumsLayout layout;
+      require(attention_grad_sums_layout(in[0].shape, dtype_bytes(in[0].dtype), layout),
+              "attention_grad_and_bias_sums: float32 sums for " + in[0].str() + " do not fill whole elements of " + dtype_name(in[0].dtype));
+      return {in[0].dtype, {layout.total}};
     }
     case Op::bitcast: {
       require(in[0].rank() == 1, "bitcast takes a flat tensor, got " + in[0].str());

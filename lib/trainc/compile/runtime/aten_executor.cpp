@@ -104,6 +104,37 @@ at::Tensor attention_grad_from_lse(const Inputs& in, const Attributes& attrs, st
   return stack_attention_grads(attention_grads_from_lse(*direct, q, k, v, parts.output, parts.lse, grad, scale, attrs.causal));
 }
 
+// attention_grad_and_bias_sums's buffer (ir::attention_grad_sums_layout): dq, dk, dv stacked as
+// [B, T, 3, H, D], and their float32 column sums over the B * T rows. One kernel stacks and sums
+// where it can (runtime/column_sums); otherwise the stack of attention_grad_from_lse is copied in
+// and summed by ATen.
+at::Tensor attention_grad_and_bias_sums(const Inputs& in, const Attributes& attrs, std::optional<AttentionBackend> direct) {
+  const at::Tensor& q = in[0];
+  const int64_t batch = q.size(0), heads = q.size(1), time = q.size(2), dim = q.size(3);
+  AttentionGradSumsLayout layout;
+  TRAINC_CHECK(attention_grad_sums_layout(q.sizes().vec(), static_cast<int64_t>(q.element_size()), layout),
+               "attention_grad_and_bias_sums: float32 sums for q " + c10::str(q.sizes()) + " do not fill whole elements of " +
+                   c10::toString(q.scalar_type()));
+  at::Tensor packed = at::empty({layout.total}, q.options());
+  packed.narrow(0, layout.grads_elements, layout.sums_offset - layout.grads_elements).zero_();  // no byte left unset
+  at::Tensor stacked = packed.narrow(0, 0, layout.grads_elements).view({batch, time, 3, heads, dim});
+  at::Tensor sums = packed.narrow(0, layout.sums_offset, layout.sums_elements).view(at::kFloat);
+  if (direct && keeps_lse(*direct, q)) {
+    const AttentionLseParts parts = attention_lse_parts(in[3], attention_lse_layout_of(q, in[2]), q, in[2]);
+    const std::array<at::Tensor, 3> grads =
+        attention_grads_from_lse(*direct, q, in[1], in[2], parts.output, parts.lse, in[4], attention_scale(attrs, dim), attrs.causal);
+    if (stack_column_sums_supported(grads, stacked)) {
+      stack_column_sums(grads, stacked, sums);
+      return packed;
+    }
+    for (int64_t i = 0; i < 3; ++i) stacked.select(2, i).copy_(grads[static_cast<std::size_t>(i)].permute({0, 2, 1, 3}));
+  } else {
+    stacked.copy_(attention_grad_from_lse(in, attrs, direct).permute({1, 3, 0, 2, 4}));  // [3, B, H, T, D] -> [B, T, 3, H, D]
+  }
+  sums.copy_(at::sum(stacked.view({batch * time, 3 * heads * dim}), {0}, false, at::kFloat));
+  return packed;
+}
+
 // Concatenating views that already lie side by side in one buffer, in order, gives a view of that
 // buffer; otherwise the inputs are copied together. The view shares its inputs' memory, as the
 // executors' views do: programs never write into a value they did not make.
@@ -220,6 +251,9 @@ at::Tensor run_attention_and_lse(const Inputs& in, const Attributes& a, at::Devi
 at::Tensor run_attention_grad_from_lse(const Inputs& in, const Attributes& a, at::Device device) {
   return attention_grad_from_lse(in, a, lse_pair_backend(in, a));
 }
+at::Tensor run_attention_grad_and_bias_sums(const Inputs& in, const Attributes& a, at::Device device) {
+  return attention_grad_and_bias_sums(in, a, lse_pair_backend(in, a));
+}
 at::Tensor run_bitcast(const Inputs& in, const Attributes& a, at::Device device) { return in[0].contiguous().view(to_scalar_type(a.dtype)); }
 at::Tensor run_linear_cross_entropy_and_dlogits(const Inputs& in, const Attributes& a, at::Device device) {
   return linear_cross_entropy_and_dlogits(in[0], in[1], in[2], a.scalar, to_scalar_type(a.dtype));
@@ -290,14 +324,16 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
     if (node.op == Op::sum) out = out.to(inputs[0].scalar_type());  // summed in float32, rounded once, as ATen's sum
     return node.attrs.keepdim ? out.view(node.type.shape) : out;
   }
-  if (node.op == Op::attention_and_lse || node.op == Op::attention_grad_from_lse) {
+  if (node.op == Op::attention_and_lse || node.op == Op::attention_grad_from_lse || node.op == Op::attention_grad_and_bias_sums) {
     // The kernel decided at the program's first run ("aten": none to call directly).
     std::optional<AttentionBackend> direct;
     if (variant != "aten") {
       direct = attention_backend_named(variant);
       TRAINC_CHECK(direct.has_value(), "unknown attention backend '" + variant + "'");
     }
-    return node.op == Op::attention_and_lse ? attention_and_lse(inputs, node.attrs, direct) : attention_grad_from_lse(inputs, node.attrs, direct);
+    if (node.op == Op::attention_and_lse) return attention_and_lse(inputs, node.attrs, direct);
+    if (node.op == Op::attention_grad_from_lse) return attention_grad_from_lse(inputs, node.attrs, direct);
+    return attention_grad_and_bias_sums(inputs, node.attrs, direct);
   }
   if (variant == "aten") return execute_node(node, inputs, device);
   TRAINC_CHECK(node.op == Op::matmul || node.op == Op::matmul_bias || node.op == Op::matmul_to_float, std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");

@@ -1,6 +1,7 @@
 #include "trainc/compile/runtime/column_sums.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <mutex>
 
@@ -23,11 +24,62 @@ static __device__ __forceinline__ void load_group(const float* p, float (&v)[4])
   v[0] = raw.x, v[1] = raw.y, v[2] = raw.z, v[3] = raw.w;
 }
 
+// A matrix's W columns from `column` on, row by row.
+template <typename T, int W> struct MatrixColumns {
+  const T* at;
+  int64_t row_stride;
+  __device__ void load(int64_t r, float (&v)[W]) const { load_group(at + r * row_stride, v); }
+};
+template <typename T, int W> struct Matrix {
+  const T* x;
+  int columns;
+  __device__ MatrixColumns<T, W> columns_from(int column) const { return {x + column, columns}; }
+};
+
+// dq, dk and dv ([B, H, T, D] each, D contiguous) read as the rows of their stack, the [B * T,
+// 3 * H * D] gradient of a fused q-k-v projection's output, which is written as it is read.
+struct StackedParts {
+  const uint16_t* part[3];
+  int64_t stride_b[3], stride_t[3], stride_h[3];
+};
+struct StackColumns {
+  const uint16_t* at;  // row (b, t) of the part's columns is at + b * stride_b + t * stride_t
+  int64_t stride_b, stride_t;
+  int time;
+  uint16_t* out;  // the same columns of the stack's row 0
+  int64_t out_stride;
+  __device__ void load(int64_t r, float (&v)[8]) const {
+    const int64_t b = r / time, t = r - b * time;
+    const uint4 raw = *reinterpret_cast<const uint4*>(at + b * stride_b + t * stride_t);
+    *reinterpret_cast<uint4*>(out + r * out_stride) = raw;
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+    for (int k = 0; k < 4; ++k) {
+      v[2 * k] = __uint_as_float(words[k] << 16);
+      v[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
+    }
+  }
+};
+struct Stack {
+  StackedParts parts;
+  int time, heads, dim;
+  uint16_t* out;
+  int columns;
+  __device__ StackColumns columns_from(int column) const {
+    const int width = heads * dim, p = column / width, within = column - p * width, h = within / dim, d = within - h * dim;
+    // Picked by comparisons: an index into the parameter's arrays would copy them to local memory.
+    const auto pick = [p](auto first, auto second, auto third) { return p == 0 ? first : p == 1 ? second : third; };
+    const uint16_t* part = pick(parts.part[0], parts.part[1], parts.part[2]);
+    const int64_t stride_h = pick(parts.stride_h[0], parts.stride_h[1], parts.stride_h[2]);
+    return {part + h * stride_h + d, pick(parts.stride_b[0], parts.stride_b[1], parts.stride_b[2]),
+            pick(parts.stride_t[0], parts.stride_t[1], parts.stride_t[2]), time, out + column, columns};
+  }
+};
+
 // Block b sums tile b % tiles (32 * W columns) over split b / tiles (rows_per_split rows) into
 // partials[split][column]. Thread (tx, ty) adds rows ty, ty + 8, ... of its W columns; the 8 rows
 // of threads then add up through shared memory, in order.
-template <typename T, int W>
-static __device__ void split_sums(const T* __restrict__ x, int64_t rows, int columns, int64_t rows_per_split, int tiles,
+template <int W, typename Source>
+static __device__ void split_sums(const Source& source, int64_t rows, int columns, int64_t rows_per_split, int tiles,
                                   float* __restrict__ partials) {
   __shared__ float shared[8][32 * W];
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
@@ -38,18 +90,19 @@ static __device__ void split_sums(const T* __restrict__ x, int64_t rows, int col
   float acc[W];
   for (int k = 0; k < W; ++k) acc[k] = 0.0f;
   if (column < columns) {
+    const auto reader = source.columns_from(column);
     // Four rows' loads in flight before their sums (added in row order, as one at a time would).
     int64_t r = first + ty;
     for (; r + 24 < last; r += 32) {
       float v[4][W];
-      for (int u = 0; u < 4; ++u) load_group(x + (r + 8 * u) * columns + column, v[u]);
+      for (int u = 0; u < 4; ++u) reader.load(r + 8 * u, v[u]);
       for (int u = 0; u < 4; ++u) {
         for (int k = 0; k < W; ++k) acc[k] += v[u][k];
       }
     }
     for (; r < last; r += 8) {
       float v[W];
-      load_group(x + r * columns + column, v);
+      reader.load(r, v);
       for (int k = 0; k < W; ++k) acc[k] += v[k];
     }
   }
@@ -66,11 +119,15 @@ static __device__ void split_sums(const T* __restrict__ x, int64_t rows, int col
 
 extern "C" __global__ void __launch_bounds__(256) trainc_column_sums_bf16(const uint16_t* __restrict__ x, int64_t rows, int columns,
     int64_t rows_per_split, int tiles, float* __restrict__ partials) {
-  split_sums<uint16_t, 8>(x, rows, columns, rows_per_split, tiles, partials);
+  split_sums<8>(Matrix<uint16_t, 8>{x, columns}, rows, columns, rows_per_split, tiles, partials);
 }
 extern "C" __global__ void __launch_bounds__(256) trainc_column_sums_f32(const float* __restrict__ x, int64_t rows, int columns,
     int64_t rows_per_split, int tiles, float* __restrict__ partials) {
-  split_sums<float, 4>(x, rows, columns, rows_per_split, tiles, partials);
+  split_sums<4>(Matrix<float, 4>{x, columns}, rows, columns, rows_per_split, tiles, partials);
+}
+extern "C" __global__ void __launch_bounds__(256) trainc_stack_column_sums_bf16(StackedParts parts, int time, int heads, int dim,
+    uint16_t* __restrict__ out, int64_t rows, int columns, int64_t rows_per_split, int tiles, float* __restrict__ partials) {
+  split_sums<8>(Stack{parts, time, heads, dim, out, columns}, rows, columns, rows_per_split, tiles, partials);
 }
 // out[j] = the splits' sums of column j, added in split order.
 extern "C" __global__ void __launch_bounds__(256) trainc_column_sums_finish(const float* __restrict__ partials, int splits, int columns,
@@ -83,14 +140,22 @@ extern "C" __global__ void __launch_bounds__(256) trainc_column_sums_finish(cons
 }
 )";
 
-enum Kernel : std::size_t { kBf16, kF32, kFinish };
+enum Kernel : std::size_t { kBf16, kF32, kStackBf16, kFinish };
+
+// The device's StackedParts, field for field.
+struct StackedParts {
+  const void* part[3];
+  int64_t stride_b[3], stride_t[3], stride_h[3];
+};
+static_assert(sizeof(StackedParts) == 96, "StackedParts must match the kernel's parameter");
 
 const CudaModule& module() {
   static std::once_flag once;
   static std::shared_ptr<CudaModule> built;
   std::call_once(once, [] {
     const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
-    built = build_cuda_modules({{source, {"trainc_column_sums_bf16", "trainc_column_sums_f32", "trainc_column_sums_finish"}}},
+    built = build_cuda_modules({{source, {"trainc_column_sums_bf16", "trainc_column_sums_f32", "trainc_stack_column_sums_bf16",
+                                          "trainc_column_sums_finish"}}},
                                compiler_settings_from_environment())
                 .front()
                 .module;
@@ -98,11 +163,49 @@ const CudaModule& module() {
   return *built;
 }
 
+// How a [rows, columns] matrix is cut: tiles of 32 groups of columns, splits of rows, about
+// kTargetBlocks blocks in all, each split at least kMinRowsPerSplit rows.
+struct Splits {
+  int64_t rows = 0;
+  int columns = 0;
+  int tiles = 0;
+  int64_t rows_per_split = 0;
+  int count = 0;
+};
+
+Splits splits_of(int64_t rows, int64_t columns, int group) {
+  Splits splits;
+  splits.rows = rows;
+  splits.columns = static_cast<int>(columns);
+  splits.tiles = static_cast<int>((columns + 32 * group - 1) / (32 * group));
+  const int64_t wanted = std::max<int64_t>(1, kTargetBlocks / splits.tiles);
+  splits.rows_per_split = std::max(kMinRowsPerSplit, (rows + wanted - 1) / wanted);
+  splits.count = static_cast<int>((rows + splits.rows_per_split - 1) / splits.rows_per_split);
+  return splits;
+}
+
+// Launches `kernel` over `splits`, its parameters `leading` then (rows, columns, rows per split,
+// tiles, partials), and the finish that adds the splits' partial sums into `out` (float32 [columns]).
+void launch_split_sums(Kernel kernel, std::vector<void*> leading, Splits splits, at::Tensor& out) {
+  at::Tensor partials = at::empty({splits.count, splits.columns}, out.options());
+  void* partial_data = partials.data_ptr();
+  for (void* parameter : {static_cast<void*>(&splits.rows), static_cast<void*>(&splits.columns), static_cast<void*>(&splits.rows_per_split),
+                          static_cast<void*>(&splits.tiles), static_cast<void*>(&partial_data)}) {
+    leading.push_back(parameter);
+  }
+  module().launch_with(kernel, static_cast<int64_t>(splits.tiles) * splits.count, kBlock, leading.data());
+  void* out_data = out.data_ptr();
+  void* finish_parameters[] = {&partial_data, &splits.count, &splits.columns, &out_data};
+  module().launch_with(kFinish, (splits.columns + kBlock - 1) / kBlock, kBlock, finish_parameters);
+}
+
+bool aligned(const at::Tensor& x) { return reinterpret_cast<std::uintptr_t>(x.data_ptr()) % 16 == 0; }
+
 }  // namespace
 
 bool column_sums_supported(const at::Tensor& x, const std::vector<int64_t>& axes) {
   if (!TRAINC_WITH_CUDA || !x.is_cuda() || (x.scalar_type() != at::kBFloat16 && x.scalar_type() != at::kFloat) || !x.is_contiguous() ||
-      reinterpret_cast<std::uintptr_t>(x.data_ptr()) % 16 != 0 || axes.empty() || static_cast<int64_t>(axes.size()) >= x.dim()) {
+      !aligned(x) || axes.empty() || static_cast<int64_t>(axes.size()) >= x.dim()) {
     return false;
   }
   std::vector<int64_t> sorted = axes;
@@ -125,26 +228,44 @@ const std::string& column_sums_version() {
 
 at::Tensor column_sums(const at::Tensor& x, int64_t count) {
   const std::vector<int64_t> kept(x.sizes().begin() + count, x.sizes().end());
-  int64_t columns_long = 1;
-  for (int64_t size : kept) columns_long *= size;
-  int64_t rows = x.numel() / columns_long;
-  int columns = static_cast<int>(columns_long);
+  int64_t columns = 1;
+  for (int64_t size : kept) columns *= size;
   const bool bf16 = x.scalar_type() == at::kBFloat16;
-  int tiles = static_cast<int>((columns_long + 32 * (bf16 ? 8 : 4) - 1) / (32 * (bf16 ? 8 : 4)));
-  // About kTargetBlocks blocks in all, each split at least kMinRowsPerSplit rows.
-  const int64_t wanted = std::max<int64_t>(1, kTargetBlocks / tiles);
-  int64_t rows_per_split = std::max(kMinRowsPerSplit, (rows + wanted - 1) / wanted);
-  int splits = static_cast<int>((rows + rows_per_split - 1) / rows_per_split);
-  at::Tensor partials = at::empty({splits, columns_long}, x.options().dtype(at::kFloat));
   at::Tensor out = at::empty(kept, x.options().dtype(at::kFloat));
   void* data = x.data_ptr();
-  void* partial_data = partials.data_ptr();
-  void* split_parameters[] = {&data, &rows, &columns, &rows_per_split, &tiles, &partial_data};
-  module().launch_with(bf16 ? kBf16 : kF32, static_cast<int64_t>(tiles) * splits, kBlock, split_parameters);
-  void* out_data = out.data_ptr();
-  void* finish_parameters[] = {&partial_data, &splits, &columns, &out_data};
-  module().launch_with(kFinish, (columns_long + kBlock - 1) / kBlock, kBlock, finish_parameters);
+  launch_split_sums(bf16 ? kBf16 : kF32, {&data}, splits_of(x.numel() / columns, columns, bf16 ? 8 : 4), out);
   return out;
+}
+
+bool stack_column_sums_supported(const std::array<at::Tensor, 3>& parts, const at::Tensor& stacked) {
+  if (!TRAINC_WITH_CUDA || !stacked.is_cuda() || stacked.scalar_type() != at::kBFloat16 || !stacked.is_contiguous() || !aligned(stacked)) {
+    return false;
+  }
+  for (const at::Tensor& part : parts) {
+    if (!part.is_cuda() || part.scalar_type() != at::kBFloat16 || part.dim() != 4 || part.sizes() != parts[0].sizes() || part.stride(3) != 1 ||
+        part.size(3) % 8 != 0 || !aligned(part)) {
+      return false;
+    }
+    for (int64_t d = 0; d < 3; ++d) {
+      if (part.stride(d) % 8 != 0) return false;
+    }
+  }
+  const at::IntArrayRef shape = parts[0].sizes();  // [B, H, T, D]
+  return stacked.numel() == 3 * parts[0].numel() && 3 * shape[1] * shape[3] < (int64_t{1} << 30) && shape[2] < (int64_t{1} << 31);
+}
+
+void stack_column_sums(const std::array<at::Tensor, 3>& parts, at::Tensor& stacked, at::Tensor& sums) {
+  const at::IntArrayRef shape = parts[0].sizes();  // [B, H, T, D]
+  StackedParts stack{};
+  for (std::size_t p = 0; p < 3; ++p) {
+    stack.part[p] = parts[p].data_ptr();
+    stack.stride_b[p] = parts[p].stride(0);
+    stack.stride_h[p] = parts[p].stride(1);
+    stack.stride_t[p] = parts[p].stride(2);
+  }
+  int time = static_cast<int>(shape[2]), heads = static_cast<int>(shape[1]), dim = static_cast<int>(shape[3]);
+  void* out = stacked.data_ptr();
+  launch_split_sums(kStackBf16, {&stack, &time, &heads, &dim, &out}, splits_of(shape[0] * shape[2], 3 * shape[1] * shape[3], 8), sums);
 }
 
 }  // namespace trainc
