@@ -18,7 +18,8 @@
 # Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs inductor reduce-overhead aot_eager
 # max-autotune max-autotune-no-cudagraphs max-autotune-again, and without-NAME: reduce-overhead with
 # the optimization NAME switched off, TRAINC_DISABLE_OPTIMIZATIONS=NAME (compile/optimizations.h),
-# or NAME fused_adamw: the foreach AdamW instead of the fused one),
+# or NAME fused_adamw: the foreach AdamW instead of the fused one; env-VAR=VALUE,VAR=VALUE:
+# reduce-overhead with those environment variables set),
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
 # (Trainer, gpt2 case only: none default). TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
 # runs trainc inductor once more per case with TRAINC_PROFILE_KERNELS=1 and prints where its step
@@ -78,7 +79,9 @@ trainc_run() {  # case, run name, extra flags; WORLD=N when the flags start N pr
   # shellcheck disable=SC2086
   local without=()  # a without-NAME run: that optimization switched off
   [[ -n ${TRAINC_GPU_RUN_WITHOUT:-} ]] && without=(TRAINC_DISABLE_OPTIMIZATIONS="$TRAINC_GPU_RUN_WITHOUT")
-  env "${without[@]}" timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$dir" --logging-first-step \
+  local variables=()  # an env-VAR=VALUE,... run: those variables set
+  [[ -n ${TRAINC_GPU_RUN_ENV:-} ]] && IFS=, read -ra variables <<< "$TRAINC_GPU_RUN_ENV"
+  env "${without[@]}" "${variables[@]}" timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$dir" --logging-first-step \
     ${TRAINC_FLAGS[$case]} "$@" > "$dir.log" 2>&1
   local rc=$?
   [[ $rc -ne 0 ]] && { echo "trainc $name failed (exit $rc):"; tail -n 15 "$dir.log"; }
@@ -146,6 +149,7 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
       max-autotune-again) trainc_run "$case" "$run" --torch-compile-mode max-autotune ;;
       without-fused_adamw) trainc_run "$case" "$run" --torch-compile-mode reduce-overhead --optim adamw_torch ;;
       without-*) TRAINC_GPU_RUN_WITHOUT=${run#without-} trainc_run "$case" "$run" --torch-compile-mode reduce-overhead ;;
+      env-*) TRAINC_GPU_RUN_ENV=${run#env-} trainc_run "$case" "$run" --torch-compile-mode reduce-overhead ;;
       *) trainc_run "$case" "$run" --torch-compile-backend "$run" ;;
     esac
   done
