@@ -42,6 +42,11 @@ struct StackedParts {
   const uint16_t* part[3];
   int64_t stride_b[3], stride_t[3], stride_h[3];
 };
+// Part p's field of three: by comparisons, since an index into a parameter's arrays would copy
+// them to local memory.
+template <typename T> static __device__ __forceinline__ T pick(int p, T first, T second, T third) {
+  return p == 0 ? first : p == 1 ? second : third;
+}
 struct StackColumns {
   const uint16_t* at;  // row (b, t) of the part's columns is at + b * stride_b + t * stride_t
   int64_t stride_b, stride_t;
@@ -66,12 +71,10 @@ struct Stack {
   int columns;
   __device__ StackColumns columns_from(int column) const {
     const int width = heads * dim, p = column / width, within = column - p * width, h = within / dim, d = within - h * dim;
-    // Picked by comparisons: an index into the parameter's arrays would copy them to local memory.
-    const auto pick = [p](auto first, auto second, auto third) { return p == 0 ? first : p == 1 ? second : third; };
-    const uint16_t* part = pick(parts.part[0], parts.part[1], parts.part[2]);
-    const int64_t stride_h = pick(parts.stride_h[0], parts.stride_h[1], parts.stride_h[2]);
-    return {part + h * stride_h + d, pick(parts.stride_b[0], parts.stride_b[1], parts.stride_b[2]),
-            pick(parts.stride_t[0], parts.stride_t[1], parts.stride_t[2]), time, out + column, columns};
+    const uint16_t* part = pick(p, parts.part[0], parts.part[1], parts.part[2]);
+    const int64_t stride_h = pick(p, parts.stride_h[0], parts.stride_h[1], parts.stride_h[2]);
+    return {part + h * stride_h + d, pick(p, parts.stride_b[0], parts.stride_b[1], parts.stride_b[2]),
+            pick(p, parts.stride_t[0], parts.stride_t[1], parts.stride_t[2]), time, out + column, columns};
   }
 };
 
