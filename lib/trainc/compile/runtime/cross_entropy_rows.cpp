@@ -1,6 +1,5 @@
 #include "trainc/compile/runtime/cross_entropy_rows.h"
 
-#include <array>
 #include <cstdint>
 #include <mutex>
 
@@ -40,34 +39,6 @@ template <int W> static __device__ __forceinline__ void store_logits(uint16_t* z
   } else {
     z[j] = k_bf16_store(v[0]);
   }
-}
-
-// The block's copy of its row in shared memory (dynamic: the launch sizes it to the row), when the
-// row fits: the gradient is then made from this copy, and the row is read from global memory once.
-extern __shared__ uint4 k_staged_row[];
-
-// Copies a row into shared memory. With 16-byte groups on sm_80 and newer, every copy is issued
-// (cp.async) before any is waited for, so the whole row is in flight at once.
-template <int W> static __device__ void stage_row(const uint16_t* __restrict__ z, int vocabulary, uint16_t* stage) {
-  int first_single = 0;
-  if constexpr (W == 8) {
-    const int groups = vocabulary / 8;
-    for (int i = threadIdx.x; i < groups; i += blockDim.x) {
-#if __CUDA_ARCH__ >= 800
-      unsigned destination;
-      asm("{ .reg .u64 address; cvta.to.shared.u64 address, %1; cvt.u32.u64 %0, address; }" : "=r"(destination) : "l"(stage + i * 8));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(destination), "l"(z + i * 8) : "memory");
-#else
-      reinterpret_cast<uint4*>(stage)[i] = reinterpret_cast<const uint4*>(z)[i];
-#endif
-    }
-    first_single = groups * 8;
-  }
-  for (int j = first_single + threadIdx.x; j < vocabulary; j += blockDim.x) stage[j] = z[j];
-#if __CUDA_ARCH__ >= 800
-  if constexpr (W == 8) asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-  __syncthreads();
 }
 
 // (m, s) is a maximum and the sum of exp(z - m) over the values seen; merged with another such pair.
@@ -153,57 +124,46 @@ static __device__ void forward_row(const uint16_t* __restrict__ logits, int64_t 
 }
 
 // Overwrites a row's logits with their gradient, (softmax - smoothed one-hot) * g, given the row's
-// log-sum-exp, reading the logits from `source`: the row itself, or its staged copy.
+// log-sum-exp.
 template <int W>
-static __device__ void write_gradient(const uint16_t* source, uint16_t* z, int vocabulary, int64_t target, float lse, float smoothing, float g) {
+static __device__ void write_gradient(uint16_t* __restrict__ z, int vocabulary, int64_t target, float lse, float smoothing, float g) {
   const float uniform = smoothing / vocabulary;
   const int groups = vocabulary / W;
   for (int i = threadIdx.x; i < groups; i += blockDim.x) {
     float v[W];
-    load_logits<W>(source, i * W, v);
+    load_logits<W>(z, i * W, v);
     for (int k = 0; k < W; ++k) v[k] = (expf(v[k] - lse) - uniform - (i * W + k == target ? 1.0f - smoothing : 0.0f)) * g;
     store_logits<W>(z, i * W, v);
   }
   for (int j = groups * W + threadIdx.x; j < vocabulary; j += blockDim.x) {
-    z[j] = k_bf16_store((expf(k_bf16_load(source[j]) - lse) - uniform - (j == target ? 1.0f - smoothing : 0.0f)) * g);
+    z[j] = k_bf16_store((expf(k_bf16_load(z[j]) - lse) - uniform - (j == target ? 1.0f - smoothing : 0.0f)) * g);
   }
 }
 
 template <int W>
 static __device__ void backward_row(uint16_t* __restrict__ logits, int64_t row_stride, int vocabulary,
-                                    const int64_t* __restrict__ targets, const float* __restrict__ grad, float smoothing, int staged) {
+                                    const int64_t* __restrict__ targets, const float* __restrict__ grad, float smoothing) {
   const int64_t row = blockIdx.x;
   uint16_t* z = logits + row * row_stride;
-  const uint16_t* source = z;
-  if (staged) {
-    stage_row<W>(z, vocabulary, reinterpret_cast<uint16_t*>(k_staged_row));
-    source = reinterpret_cast<const uint16_t*>(k_staged_row);
-  }
   float lse, total;
-  row_statistics<false, W>(source, vocabulary, lse, total);
-  write_gradient<W>(source, z, vocabulary, targets[row], lse, smoothing, grad[row]);
+  row_statistics<false, W>(z, vocabulary, lse, total);
+  write_gradient<W>(z, vocabulary, targets[row], lse, smoothing, grad[row]);
 }
 
-// The forward's loss and the backward's gradient for a grad of 1, reading the row once when it is
-// staged, twice otherwise.
+// The forward's loss and the backward's gradient for a grad of 1, in two passes over the row.
 template <int W>
 static __device__ void loss_and_gradient_row(uint16_t* __restrict__ logits, int64_t row_stride, int vocabulary,
-                                             const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss, int staged) {
+                                             const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {
   const int64_t row = blockIdx.x;
   uint16_t* z = logits + row * row_stride;
   const int64_t target = targets[row];
   // Read before row_statistics' barrier: past it, other threads overwrite the row.
   const float picked = threadIdx.x == 0 && target >= 0 && target < vocabulary ? k_bf16_load(z[target]) : 0.0f;
-  const uint16_t* source = z;
-  if (staged) {
-    stage_row<W>(z, vocabulary, reinterpret_cast<uint16_t*>(k_staged_row));
-    source = reinterpret_cast<const uint16_t*>(k_staged_row);
-  }
   float lse, total;
-  if (smoothing > 0.0f) row_statistics<true, W>(source, vocabulary, lse, total);
-  else row_statistics<false, W>(source, vocabulary, lse, total);
+  if (smoothing > 0.0f) row_statistics<true, W>(z, vocabulary, lse, total);
+  else row_statistics<false, W>(z, vocabulary, lse, total);
   if (threadIdx.x == 0) loss[row] = lse - (1.0f - smoothing) * picked - (smoothing / vocabulary) * total;
-  write_gradient<W>(source, z, vocabulary, target, lse, smoothing, 1.0f);
+  write_gradient<W>(z, vocabulary, target, lse, smoothing, 1.0f);
 }
 
 #define TRAINC_CROSS_ENTROPY_KERNELS(W)                                                                                        \
@@ -213,13 +173,12 @@ static __device__ void loss_and_gradient_row(uint16_t* __restrict__ logits, int6
   }                                                                                                                            \
   extern "C" __global__ void __launch_bounds__(512) trainc_cross_entropy_backward##W(uint16_t* __restrict__ logits,           \
       int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, const float* __restrict__ grad,               \
-      float smoothing, int staged) {                                                                                           \
-    backward_row<W>(logits, row_stride, vocabulary, targets, grad, smoothing, staged);                                         \
+      float smoothing) {                                                                                                       \
+    backward_row<W>(logits, row_stride, vocabulary, targets, grad, smoothing);                                                 \
   }                                                                                                                            \
   extern "C" __global__ void __launch_bounds__(512) trainc_cross_entropy_loss_and_gradient##W(uint16_t* __restrict__ logits, \
-      int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss,     \
-      int staged) {                                                                                                            \
-    loss_and_gradient_row<W>(logits, row_stride, vocabulary, targets, smoothing, loss, staged);                                \
+      int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {   \
+    loss_and_gradient_row<W>(logits, row_stride, vocabulary, targets, smoothing, loss);                                        \
   }
 TRAINC_CROSS_ENTROPY_KERNELS(8)
 TRAINC_CROSS_ENTROPY_KERNELS(1)
@@ -233,35 +192,19 @@ bool rows_aligned(const at::Tensor& logits) {
   return reinterpret_cast<std::uintptr_t>(logits.data_ptr()) % 16 == 0 && logits.stride(0) % kVector == 0;
 }
 
-struct CrossEntropyModule {
-  std::shared_ptr<CudaModule> module;
-  std::array<int, 6> shared_limit{};  // per kernel: the most dynamic shared memory it may take
-};
-
-const CrossEntropyModule& module() {
+const CudaModule& module() {
   static std::once_flag once;
-  static CrossEntropyModule built;
+  static std::shared_ptr<CudaModule> built;
   std::call_once(once, [] {
     const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
-    built.module = build_cuda_modules({{source, {"trainc_cross_entropy_forward8", "trainc_cross_entropy_backward8",
-                                                 "trainc_cross_entropy_loss_and_gradient8", "trainc_cross_entropy_forward1",
-                                                 "trainc_cross_entropy_backward1", "trainc_cross_entropy_loss_and_gradient1"}}},
-                                      compiler_settings_from_environment())
-                       .front()
-                       .module;
-    for (Kernel kernel : {kBackwardVector, kBothVector, kBackwardScalar, kBothScalar}) {
-      built.shared_limit[kernel] = built.module->allow_shared_memory(kernel);
-    }
+    built = build_cuda_modules({{source, {"trainc_cross_entropy_forward8", "trainc_cross_entropy_backward8",
+                                          "trainc_cross_entropy_loss_and_gradient8", "trainc_cross_entropy_forward1",
+                                          "trainc_cross_entropy_backward1", "trainc_cross_entropy_loss_and_gradient1"}}},
+                               compiler_settings_from_environment())
+                .front()
+                .module;
   });
-  return built;
-}
-
-// The dynamic shared memory that stages a row of `vocabulary` bf16 logits for `kernel`, 0 when the
-// row does not fit (the kernel then reads the row twice from global memory). At GPT-2's vocabulary
-// a row takes 98 KiB: two blocks share an H100's or H200's 228 KiB.
-int staging_bytes(Kernel kernel, int64_t vocabulary) {
-  const int64_t bytes = (vocabulary * 2 + 15) / 16 * 16;
-  return bytes <= module().shared_limit[kernel] ? static_cast<int>(bytes) : 0;
+  return *built;
 }
 
 // The kernels that write each row's loss, whose parameters are (logits, row stride, vocabulary,
@@ -275,12 +218,8 @@ void launch_writing_losses(Kernel vector, Kernel scalar, const at::Tensor& logit
   void* target_data = contiguous_targets.data_ptr();
   float smoothing_f = static_cast<float>(smoothing);
   void* loss_data = loss.data_ptr();
-  const Kernel kernel = rows_aligned(logits) ? vector : scalar;
-  const int shared_bytes = kernel == kBothVector || kernel == kBothScalar ? staging_bytes(kernel, vocabulary) : 0;
-  int staged = shared_bytes > 0 ? 1 : 0;
-  // The forward kernels take the first six (the driver reads as many as the kernel declares).
-  void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &smoothing_f, &loss_data, &staged};
-  module().module->launch_with(kernel, logits.size(0), kBlock, parameters, shared_bytes);
+  void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &smoothing_f, &loss_data};
+  module().launch_with(rows_aligned(logits) ? vector : scalar, logits.size(0), kBlock, parameters);
 }
 
 }  // namespace
@@ -306,11 +245,8 @@ void cross_entropy_rows_backward(at::Tensor& logits, const at::Tensor& targets, 
   void* target_data = contiguous_targets.data_ptr();
   void* grad_data = contiguous_grad.data_ptr();
   float smoothing_f = static_cast<float>(smoothing);
-  const Kernel kernel = rows_aligned(logits) ? kBackwardVector : kBackwardScalar;
-  const int shared_bytes = staging_bytes(kernel, vocabulary);
-  int staged = shared_bytes > 0 ? 1 : 0;
-  void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &grad_data, &smoothing_f, &staged};
-  module().module->launch_with(kernel, logits.size(0), kBlock, parameters, shared_bytes);
+  void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &grad_data, &smoothing_f};
+  module().launch_with(rows_aligned(logits) ? kBackwardVector : kBackwardScalar, logits.size(0), kBlock, parameters);
 }
 
 void cross_entropy_rows_loss_and_dlogits(at::Tensor& logits, const at::Tensor& targets, double smoothing, at::Tensor& loss) {

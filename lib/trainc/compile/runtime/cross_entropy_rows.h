@@ -1,11 +1,9 @@
 // defines: cross_entropy_rows_supported, cross_entropy_rows_forward, cross_entropy_rows_backward,
 //          cross_entropy_rows_loss_and_dlogits
 //
-// The cross-entropy of bf16 logits on a GPU, one row per thread block, with no float32 copy of the
-// logits: the part of runtime/linear_cross_entropy between its GEMMs. The forward reads each row
-// once. The kernels that write the gradient copy the row into shared memory where it fits (GPT-2's
-// 50257 logits: 98 KiB, two blocks to an H200's SM) and make the gradient from that copy, so they
-// too read it from global memory once; a longer row is read twice. Each thread reads 8 logits at a time (16 bytes)
+// The cross-entropy of bf16 logits on a GPU, one row per thread block, in one pass over the row
+// (forward) or two (backward), with no float32 copy of the logits: the part of
+// runtime/linear_cross_entropy between its GEMMs. Each thread reads 8 logits at a time (16 bytes)
 // when the rows start 16-byte aligned, one otherwise, and keeps a running maximum and a sum of
 // exponentials rescaled as the maximum grows (online softmax); the block merges them, and
 // lse = max + log(sum). The backward then overwrites each logit with its gradient,
@@ -30,7 +28,7 @@ at::Tensor cross_entropy_rows_forward(const at::Tensor& logits, const at::Tensor
 void cross_entropy_rows_backward(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& grad, double smoothing);
 
 // Both at once for a grad of 1: writes each row's loss into `loss` (float32 [N]) and overwrites the
-// logits with the gradient of each row's own loss.
+// logits with the gradient of each row's own loss, in the backward's two passes.
 void cross_entropy_rows_loss_and_dlogits(at::Tensor& logits, const at::Tensor& targets, double smoothing, at::Tensor& loss);
 
 }  // namespace trainc

@@ -108,22 +108,11 @@ void CudaModule::launch(std::size_t index, int64_t grid, int block, void* const*
   launch_with(index, grid, block, parameters.data());
 }
 
-void CudaModule::launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses, int shared_bytes) const {
+void CudaModule::launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses) const {
   const CUstream stream = c10::cuda::getCurrentCUDAStream().stream();
   check_driver(cuLaunchKernel(static_cast<CUfunction>(functions_.at(index)), static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(block),
-                              1, 1, static_cast<unsigned>(shared_bytes), stream, parameter_addresses, nullptr),
+                              1, 1, 0, stream, parameter_addresses, nullptr),
                "launching a generated CUDA kernel");
-}
-
-int CudaModule::allow_shared_memory(std::size_t index) const {
-  int device = 0, per_block = 0, declared = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  const CUfunction function = static_cast<CUfunction>(functions_.at(index));
-  check_driver(cuFuncGetAttribute(&declared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function), "reading a kernel's shared memory");
-  const int dynamic = per_block - declared;
-  check_driver(cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic), "allowing a kernel shared memory");
-  return dynamic;
 }
 
 std::vector<CudaModuleBuild> build_cuda_modules(const std::vector<CudaSource>& sources, const CompilerSettings& settings) {
@@ -173,12 +162,8 @@ void CudaModule::launch(std::size_t, int64_t, int, void* const*, std::size_t) co
   throw std::logic_error("CudaModule::launch: this build of trainc has no CUDA");
 }
 
-void CudaModule::launch_with(std::size_t, int64_t, int, void**, int) const {
+void CudaModule::launch_with(std::size_t, int64_t, int, void**) const {
   throw std::logic_error("CudaModule::launch_with: this build of trainc has no CUDA");
-}
-
-int CudaModule::allow_shared_memory(std::size_t) const {
-  throw std::logic_error("CudaModule::allow_shared_memory: this build of trainc has no CUDA");
 }
 
 std::vector<CudaModuleBuild> build_cuda_modules(const std::vector<CudaSource>&, const CompilerSettings&) {

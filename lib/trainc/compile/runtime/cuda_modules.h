@@ -30,11 +30,7 @@ class CudaModule {
   void launch(std::size_t index, int64_t grid, int block, void* const* arguments, std::size_t count) const;
   // The same with the addresses of the kernel's parameters, whatever their types (cuLaunchKernel's
   // convention).
-  // `shared_bytes` of dynamic shared memory: more than 48 KiB needs allow_shared_memory first.
-  void launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses, int shared_bytes = 0) const;
-  // Lets function `index` take as much dynamic shared memory as the GPU gives one block (less what
-  // the function declares statically); returns that many bytes.
-  int allow_shared_memory(std::size_t index) const;
+  void launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses) const;
 
  private:
   void* module_;
