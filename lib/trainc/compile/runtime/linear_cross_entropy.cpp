@@ -15,7 +15,9 @@ constexpr int64_t kVocabularyAlignment = 64;
 at::Tensor padded_to(const at::Tensor& weight, int64_t padded) {
   const int64_t vocabulary = weight.size(0);
   if (vocabulary == padded) return weight.contiguous();
-  at::Tensor result = at::zeros({padded, weight.size(1)}, weight.options());
+  // Only the appended rows zeroed: zeroing all of it first wrote GPT-2's 77 MB head twice.
+  at::Tensor result = at::empty({padded, weight.size(1)}, weight.options());
+  result.narrow(0, vocabulary, padded - vocabulary).zero_();
   result.narrow(0, 0, vocabulary).copy_(weight);
   return result;
 }
@@ -137,7 +139,9 @@ at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, cons
   // again; the padding columns of D meet the padding's zero rows.
   at::mm_out(x_grad, dlogits, padded_to(weight, layout.padded_vocabulary));
   x_grad.mul_(row_scale);
-  const at::Tensor scaled_x = (x * row_scale).to(x.scalar_type());
+  // Each row scaled in float32 and rounded once to x's dtype, by one kernel (no float32 copy of x).
+  at::Tensor scaled_x = at::empty_like(x, at::MemoryFormat::Contiguous);
+  at::mul_out(scaled_x, x, row_scale);
   const at::Tensor weight_grad = at::mm(dlogits.t(), scaled_x);
   result.narrow(0, rows * width, vocabulary * width).view({vocabulary, width}).copy_(weight_grad.narrow(0, 0, vocabulary));
   return result;
