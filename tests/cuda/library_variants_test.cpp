@@ -110,12 +110,18 @@ TEST_CASE("attention with a kept log-sum-exp: its backward without the forward m
     ir::Node forward;
     forward.op = ir::Op::attention_and_lse;
     forward.attrs.causal = true;
-    const at::Tensor packed = ir::execute_node(forward, {in.q, in.k, in.v}, torch::kCUDA);
-    const at::Tensor out = packed.narrow(0, 0, b * t * h * d).view({b, t, h, d}).permute({0, 2, 1, 3});
+    const at::Tensor out = ir::execute_node(forward, {in.q, in.k, in.v}, torch::kCUDA);
     CHECK(relative_error(out, expected) < 2e-2);
+    // The output as the kernel wrote it: [B, T, H, D] in memory, the layout the projection reads.
+    CHECK(out.permute({0, 2, 1, 3}).is_contiguous());
+    ir::Node read_lse;
+    read_lse.op = ir::Op::attention_lse;
+    const at::Tensor lse = ir::execute_node(read_lse, {out}, torch::kCUDA);
+    CHECK(lse.sizes() == at::IntArrayRef({b, h, t}));
+    CHECK_FALSE(lse.isnan().any().item<bool>());
     ir::Node backward = forward;
     backward.op = ir::Op::attention_grad_from_lse;
-    const at::Tensor grads = ir::execute_node(backward, {in.q, in.k, in.v, packed, in.grad_out}, torch::kCUDA);
+    const at::Tensor grads = ir::execute_node(backward, {in.q, in.k, in.v, out, lse, in.grad_out}, torch::kCUDA);
     for (int64_t i = 0; i < 3; ++i) {
       INFO("gradient " << "qkv"[i]);
       CHECK(relative_error(grads.select(0, i), expected_grads[static_cast<std::size_t>(i)]) < 2e-2);
@@ -124,7 +130,7 @@ TEST_CASE("attention with a kept log-sum-exp: its backward without the forward m
     // their column sums (the stack's own, in float32: within 1e-5 of float64's).
     ir::Node with_sums = forward;
     with_sums.op = ir::Op::attention_grad_and_bias_sums;
-    const at::Tensor both = ir::execute_node(with_sums, {in.q, in.k, in.v, packed, in.grad_out}, torch::kCUDA);
+    const at::Tensor both = ir::execute_node(with_sums, {in.q, in.k, in.v, out, lse, in.grad_out}, torch::kCUDA);
     ir::AttentionGradSumsLayout sums_layout;
     REQUIRE(ir::attention_grad_sums_layout({b, h, t, d}, 2, sums_layout));
     const at::Tensor stacked = both.narrow(0, 0, sums_layout.grads_elements).view({b, t, 3, h, d});
@@ -134,11 +140,7 @@ TEST_CASE("attention with a kept log-sum-exp: its backward without the forward m
     }
     const at::Tensor sums = both.narrow(0, sums_layout.sums_offset, sums_layout.sums_elements).view(torch::kFloat);
     CHECK(relative_error(sums, stacked.to(torch::kDouble).view({b * t, 3 * h * d}).sum(0)) < 1e-5);
-    ir::AttentionLseLayout layout;
-    REQUIRE(ir::attention_lse_layout({b, h, t, d}, d, 2, layout));
-    at::Tensor raised = packed.clone();
-    raised.narrow(0, layout.lse_offset, layout.lse_elements).view(torch::kFloat).add_(1.0);
-    const at::Tensor other = ir::execute_node(backward, {in.q, in.k, in.v, raised, in.grad_out}, torch::kCUDA);
+    const at::Tensor other = ir::execute_node(backward, {in.q, in.k, in.v, out, lse + 1.0, in.grad_out}, torch::kCUDA);
     CHECK(relative_error(other, grads) > 0.1);
   }
   std::cout << "attention keeps its log-sum-exp with " << attention_backend_name(kept[0]) << ", and with cuDNN off "

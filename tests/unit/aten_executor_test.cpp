@@ -207,28 +207,27 @@ std::vector<ExecCase> cases() {
          (at::cross_entropy_loss(at::mm(input, weight.t()), x[2], {}, at::Reduction::None, -100, 0.1) * x[3]).sum().backward();
          return at::cat({input.grad().flatten(), weight.grad().flatten()});
        }},
-      // On the CPU no kernel keeps a log-sum-exp: the output as [B, T, H, E], then 8 float32 NaNs
-      // in 4 float64 elements.
-      {Op::attention_and_lse, {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 5})}, causal, [](auto& x) {
-         return torch::cat({causal_attention_reference(x[0], x[1], x[2]).permute({0, 2, 1, 3}).flatten(),
-                            torch::full({8}, NAN, torch::kFloat).view(torch::kDouble)});
-       }},
+      // On the CPU no kernel keeps a log-sum-exp: the output (attention_lse then reads NaNs, below).
+      {Op::attention_and_lse, {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 5})}, causal,
+       [](auto& x) { return causal_attention_reference(x[0], x[1], x[2]); }},
+      // Without a kernel to call directly, the backward runs the forward again: the output and its
+      // log-sum-exp given are not read.
       {Op::attention_grad_from_lse,
-       {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), torch::zeros({1 * 4 * 2 * 3 + 4}, torch::kDouble), r({1, 2, 4, 3})}, causal,
+       {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), torch::zeros({1, 2, 4}), r({1, 2, 4, 3})}, causal,
        [](auto& x) {
          std::vector<torch::Tensor> qkv = {x[0].clone().requires_grad_(true), x[1].clone().requires_grad_(true),
                                            x[2].clone().requires_grad_(true)};
-         causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(x[4]);
+         causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(x[5]);
          return torch::stack({qkv[0].grad(), qkv[1].grad(), qkv[2].grad()});
        }},
       // The gradients stacked as [B, T, 3, H, D] (72 elements, 576 bytes: the sums start at once),
       // then their 18 column sums in float32 as 9 float64 elements.
       {Op::attention_grad_and_bias_sums,
-       {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), torch::zeros({1 * 4 * 2 * 3 + 4}, torch::kDouble), r({1, 2, 4, 3})}, causal,
+       {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), torch::zeros({1, 2, 4}), r({1, 2, 4, 3})}, causal,
        [](auto& x) {
          std::vector<torch::Tensor> qkv = {x[0].clone().requires_grad_(true), x[1].clone().requires_grad_(true),
                                            x[2].clone().requires_grad_(true)};
-         causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(x[4]);
+         causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(x[5]);
          const at::Tensor stacked = torch::stack({qkv[0].grad(), qkv[1].grad(), qkv[2].grad()}).permute({1, 3, 0, 2, 4}).contiguous();
          const at::Tensor sums = at::sum(stacked.view({4, 18}), {0}, false, at::kFloat);
          return torch::cat({stacked.flatten(), sums.view(torch::kDouble)});
@@ -250,7 +249,8 @@ std::vector<ExecCase> cases() {
 }  // namespace
 
 TEST_CASE("every IR op executes as the ATen expression it stands for", "[unit][ir][aten]") {
-  std::set<Op> covered = {Op::input};
+  // attention_lse reads what an attention_and_lse kept: its own test below.
+  std::set<Op> covered = {Op::input, Op::attention_lse};
   for (const ExecCase& c : cases()) {
     INFO(op_name(c.op));
     covered.insert(c.op);
@@ -474,7 +474,12 @@ TEST_CASE("attention_lse_in_forward keeps an attention's loss and gradients", "[
   CHECK(ops[Op::attention] == 0);
   CHECK(ops[Op::attention_grad] == 0);
   CHECK(ops[Op::attention_and_lse] == 1);
+  CHECK(ops[Op::attention_lse] == 1);
   CHECK(ops[Op::attention_grad_from_lse] == 1);
+  // The log-sum-exp is read right after the attention, in the forward.
+  for (ValueId id = 0; id < rewritten.size(); ++id) {
+    if (rewritten.node(id).op == Op::attention_and_lse) CHECK(rewritten.node(id + 1).op == Op::attention_lse);
+  }
 
   const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
   const std::vector<at::Tensor> inputs = {torch::randn({2, 3, 5, 8}, bf16), torch::randn({2, 3, 5, 8}, bf16), torch::randn({2, 3, 5, 8}, bf16),
@@ -482,8 +487,8 @@ TEST_CASE("attention_lse_in_forward keeps an attention's loss and gradients", "[
   const std::vector<at::Tensor> expected = execute_with_aten(joint.graph, inputs);
   const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
   REQUIRE(got.size() == expected.size());
-  // The same values; the loss sums the kept output, laid out [B, T, H, E], in another order than
-  // the contiguous one, so float32 rounding may differ in its last bits (1e-6 relative).
+  // The same values (on the CPU both run ATen's attention; 1e-6 relative leaves room for another
+  // order of float32 sums).
   for (std::size_t i = 0; i < got.size(); ++i) {
     INFO("output " << i);
     CHECK(torch::allclose(got[i].to(torch::kDouble), expected[i].to(torch::kDouble), 1e-6, 1e-9));
@@ -510,7 +515,7 @@ TEST_CASE("attention_bias_sums sums a q-k-v gradient with its stack", "[unit][ir
     Attributes causal;
     causal.causal = true;
     const ValueId kept = g.add(Op::attention_and_lse, {q, k, v}, causal);
-    const ValueId stack = g.add(Op::attention_grad_from_lse, {q, k, v, kept, dy}, causal);
+    const ValueId stack = g.add(Op::attention_grad_from_lse, {q, k, v, kept, g.add(Op::attention_lse, {kept}), dy}, causal);
     std::vector<ValueId> parts;
     for (int64_t part : order) {
       const ValueId slice = g.add(Op::slice, {stack}, with_ints({0, part, part + 1, 1}));
@@ -545,18 +550,23 @@ TEST_CASE("attention_bias_sums sums a q-k-v gradient with its stack", "[unit][ir
   CHECK(to_text(attention_bias_sums(reordered)) == to_text(reordered));
 }
 
-// The buffer's padding: an output of 48 bytes is followed by zeros up to 64, then the log-sum-exps
-// (NaN where no kernel keeps one, as on the CPU).
-TEST_CASE("attention_and_lse leaves no byte of its buffer unset", "[unit][ir][aten]") {
+// attention_lse reads the log-sum-exp the call that made its input kept (NaN on the CPU, where no
+// kernel keeps one), for as long as that output lives; another tensor has none to read.
+TEST_CASE("attention_lse reads what attention_and_lse kept for its output", "[unit][ir][aten]") {
   const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
-  Node node;
-  node.op = Op::attention_and_lse;
-  node.attrs.causal = true;
-  const at::Tensor q = torch::randn({1, 1, 3, 8}, bf16);
-  const at::Tensor packed = execute_node(node, {q, q, q}, at::kCPU);
-  REQUIRE(packed.numel() == 32 + 6);
-  CHECK(torch::equal(packed.narrow(0, 24, 8), torch::zeros({8}, bf16)));
-  CHECK(packed.narrow(0, 32, 6).view(torch::kFloat).isnan().all().item<bool>());
+  Node forward;
+  forward.op = Op::attention_and_lse;
+  forward.attrs.causal = true;
+  Node lse;
+  lse.op = Op::attention_lse;
+  const at::Tensor q = torch::randn({1, 2, 3, 8}, bf16);
+  const at::Tensor out = execute_node(forward, {q, q, q}, at::kCPU);
+  const at::Tensor kept = execute_node(lse, {out}, at::kCPU);
+  CHECK(kept.sizes() == at::IntArrayRef({1, 2, 3}));
+  CHECK(kept.scalar_type() == torch::kFloat);
+  CHECK(kept.isnan().all().item<bool>());
+  CHECK(execute_node(lse, {out}, at::kCPU).is_same(kept));  // read again: the same tensor
+  CHECK_THROWS_AS(execute_node(lse, {out.clone()}, at::kCPU), IrError);
 }
 
 TEST_CASE("a concatenation of adjacent views is a view of their buffer, and attention's gradients lie side by side", "[unit][ir][aten]") {

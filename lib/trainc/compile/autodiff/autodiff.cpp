@@ -386,6 +386,7 @@ bool has_gradient_rule(Op op) {
     case Op::attention_grad_from_lse:
     case Op::matmul_to_float:
     case Op::attention_grad_and_bias_sums:
+    case Op::attention_lse:
       return false;
     default:
       return true;

@@ -59,17 +59,6 @@ bool linear_cross_entropy_layout(int64_t rows, int64_t vocabulary, int64_t x_byt
   return true;
 }
 
-bool attention_lse_layout(const std::vector<int64_t>& q_shape, int64_t value_dim, int64_t q_bytes, AttentionLseLayout& layout) {
-  if (q_shape.size() != 4) return false;
-  const int64_t rows = q_shape[0] * q_shape[1] * q_shape[2];
-  if ((rows * 4) % q_bytes != 0) return false;
-  layout.output_elements = rows * value_dim;
-  layout.lse_offset = aligned_offset(layout.output_elements, q_bytes);
-  layout.lse_elements = rows * 4 / q_bytes;
-  layout.total = layout.lse_offset + layout.lse_elements;
-  return true;
-}
-
 bool attention_grad_sums_layout(const std::vector<int64_t>& q_shape, int64_t q_bytes, AttentionGradSumsLayout& layout) {
   if (q_shape.size() != 4) return false;
   const int64_t columns = 3 * q_shape[1] * q_shape[3];

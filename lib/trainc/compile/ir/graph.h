@@ -1,6 +1,5 @@
 // defines: DType, is_half_precision, dtype_bytes, TensorType, ValueId, Attributes, Node, Graph, IrError, LinearCrossEntropyLayout,
-//          linear_cross_entropy_layout, AttentionLseLayout, attention_lse_layout, AttentionGradSumsLayout,
-//          attention_grad_sums_layout
+//          linear_cross_entropy_layout, AttentionGradSumsLayout, attention_grad_sums_layout
 //
 // The compile planner's IR: a graph in SSA form where every node produces one tensor value, and
 // every value carries its shape and dtype. Nodes are appended in topological order (inputs
@@ -100,22 +99,6 @@ struct LinearCrossEntropyLayout {
 // The layout for `rows` rows over `vocabulary` words; false when the losses' bytes do not fill whole
 // elements of x's dtype (float64 x, float32 losses, an odd number of rows).
 bool linear_cross_entropy_layout(int64_t rows, int64_t vocabulary, int64_t x_bytes, int64_t loss_bytes, LinearCrossEntropyLayout& layout);
-
-// The one buffer attention_and_lse returns, in q's dtype: the attention's output [B, H, T, E] laid
-// out as [B, T, H, E] (the layout a fused projection's q, k and v have, and the one the output's
-// reader, [B, T, H * E], wants), then from a 64-byte boundary the bytes of each row's float32
-// log-sum-exp over the keys, [B, H, T]: what a fused backward reads instead of running the forward
-// again.
-struct AttentionLseLayout {
-  int64_t output_elements = 0;  // B * T * H * E
-  int64_t lse_offset = 0;       // where the log-sum-exp's bytes start, in elements
-  int64_t lse_elements = 0;     // q-dtype elements holding B * H * T float32 values
-  int64_t total = 0;
-};
-
-// The layout for q [B, H, T, D] and v [..., E] with `q_bytes`-byte elements; false when the
-// log-sum-exp's bytes do not fill whole elements (float64, an odd B * H * T).
-bool attention_lse_layout(const std::vector<int64_t>& q_shape, int64_t value_dim, int64_t q_bytes, AttentionLseLayout& layout);
 
 // The one buffer attention_grad_and_bias_sums returns, in q's dtype: dq, dk and dv stacked as
 // attention_grad's [3, B, H, T, D] laid out as [B, T, 3, H, D] (a fused q-k-v projection's output

@@ -79,9 +79,10 @@ enum class OpKind : uint8_t {
   X(linear_cross_entropy_and_dlogits, kExtern, 3) \
   X(linear_cross_entropy_grad_from_dlogits, kExtern, 4) \
   X(attention_and_lse, kExtern, 3) \
-  X(attention_grad_from_lse, kExtern, 5) \
+  X(attention_grad_from_lse, kExtern, 6) \
   X(matmul_to_float, kExtern, 2)   \
-  X(attention_grad_and_bias_sums, kExtern, 5)
+  X(attention_grad_and_bias_sums, kExtern, 6) \
+  X(attention_lse, kExtern, 1)
 // clang-format on
 
 enum class Op : uint8_t {

@@ -31,9 +31,11 @@
 //                gradients of x and of the weight, flattened one after the other
 //   sum_to_float  x bf16 or f16, attrs.ints axes and keepdim as a reduction's -> f32: the sum of
 //                x accumulated and returned in float32, as sum(cast(x, f32)) without the cast
-//   attention_and_lse  (q, k, v) as attention -> q's dtype [layout.total]: the output and each row's
-//                log-sum-exp, laid out as attention_lse_layout says (graph.h)
-//   attention_grad_from_lse  (q, k, v, that buffer, grad of the output) -> as attention_grad
+//   attention_and_lse  (q, k, v) as attention: the output of an attention that also keeps each
+//                row's log-sum-exp for its backward, which attention_lse of this output reads
+//   attention_lse  (attention_and_lse's output [B, H, T, E]) -> f32 [B, H, T]: that log-sum-exp
+//   attention_grad_from_lse  (q, k, v, that output, its attention_lse, grad of the output) -> as
+//                attention_grad
 //   bitcast      x [n] -> attrs.dtype [n * bytes(x) / bytes(attrs.dtype)]: the same bytes read as
 //                another dtype (a view)
 //   linear_cross_entropy_and_dlogits  (x, weight, targets) as linear_cross_entropy -> x's dtype
@@ -143,17 +145,17 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       out.shape.insert(out.shape.begin(), 3);
       return out;
     }
-    case Op::attention_and_lse: {
-      const TensorType out = extern_type(Op::attention, in, attrs);
-      AttentionLseLayout layout;
-      require(attention_lse_layout(in[0].shape, out.shape[3], dtype_bytes(in[0].dtype), layout),
-              "attention_and_lse: float32 log-sum-exps of " + in[0].str() + " do not fill whole elements of " + dtype_name(in[0].dtype));
-      return {in[0].dtype, {layout.total}};
+    case Op::attention_and_lse: return extern_type(Op::attention, in, attrs);
+    case Op::attention_lse: {
+      require(in[0].rank() == 4, "attention_lse takes an attention's output [batch, heads, time, dim], got " + in[0].str());
+      return {DType::f32, {in[0].shape[0], in[0].shape[1], in[0].shape[2]}};
     }
     case Op::attention_grad_from_lse: {
-      const TensorType packed = extern_type(Op::attention_and_lse, {in[0], in[1], in[2]}, attrs);
-      require(in[3] == packed, "attention_grad_from_lse takes attention_and_lse's " + packed.str() + ", got " + in[3].str());
-      return extern_type(Op::attention_grad, {in[0], in[1], in[2], in[4]}, attrs);
+      const TensorType out = extern_type(Op::attention_and_lse, {in[0], in[1], in[2]}, attrs);
+      require(in[3] == out, "attention_grad_from_lse takes attention_and_lse's output " + out.str() + ", got " + in[3].str());
+      const TensorType lse = extern_type(Op::attention_lse, {out}, attrs);
+      require(in[4] == lse, "attention_grad_from_lse takes the output's attention_lse " + lse.str() + ", got " + in[4].str());
+      return extern_type(Op::attention_grad, {in[0], in[1], in[2], in[5]}, attrs);
     }
     case Op::attention_grad_and_bias_sums: {
       (void)extern_type(Op::attention_grad_from_lse, in, attrs);

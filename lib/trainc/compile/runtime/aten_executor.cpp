@@ -1,5 +1,6 @@
 #include "trainc/compile/runtime/aten_executor.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -53,55 +54,68 @@ at::Tensor attention_grad(const Inputs& in, const Attributes& attrs) {
   return stack_attention_grads({grads[0], grads[1], grads[2]});
 }
 
-// attention_and_lse's buffer (ir::attention_lse_layout): the output's part as [B, H, T, E] over
-// [B, T, H, E] memory, and the log-sum-exp's part as float32 [B, H, T].
-struct AttentionLseParts {
-  at::Tensor output, lse;
+// The log-sum-exps attention_and_lse keeps, until attention_lse reads them. An IR value is one
+// tensor, so the second result of the kernel call is handed over here, found by the output's
+// memory; the output itself stays where the kernel wrote it (a buffer holding both cost a copy of
+// every output). An entry lasts while its output does: statistics nothing reads go with it.
+class KeptStatistics {
+ public:
+  void keep(const at::Tensor& output, at::Tensor lse) {
+    forget_dead();
+    entries_.push_back({Owner(output.getIntrusivePtr()), output.data_ptr(), std::move(lse)});
+  }
+
+  const at::Tensor& of(const at::Tensor& output) {
+    forget_dead();
+    for (const Entry& entry : entries_) {
+      if (entry.data == output.data_ptr()) return entry.lse;
+    }
+    throw IrError("attention_lse: the tensor given is no live output of attention_and_lse");
+  }
+
+ private:
+  using Owner = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  struct Entry {
+    Owner output;
+    const void* data;
+    at::Tensor lse;
+  };
+
+  void forget_dead() {
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [](const Entry& entry) { return entry.output.expired(); }), entries_.end());
+  }
+
+  std::vector<Entry> entries_;
 };
 
-AttentionLseLayout attention_lse_layout_of(const at::Tensor& q, const at::Tensor& v) {
-  AttentionLseLayout layout;
-  TRAINC_CHECK(attention_lse_layout(q.sizes().vec(), v.size(3), static_cast<int64_t>(q.element_size()), layout),
-               "attention_and_lse: float32 log-sum-exps for q " + c10::str(q.sizes()) + " do not fill whole elements of " +
-                   c10::toString(q.scalar_type()));
-  return layout;
-}
-
-AttentionLseParts attention_lse_parts(const at::Tensor& packed, const AttentionLseLayout& layout, const at::Tensor& q, const at::Tensor& v) {
-  const int64_t batch = q.size(0), heads = q.size(1), time = q.size(2), width = v.size(3);
-  return {packed.narrow(0, 0, layout.output_elements).view({batch, time, heads, width}).permute({0, 2, 1, 3}),
-          packed.narrow(0, layout.lse_offset, layout.lse_elements).view(at::kFloat).view({batch, heads, time})};
+KeptStatistics& kept_statistics() {
+  thread_local KeptStatistics kept;
+  return kept;
 }
 
 // The forward of a training step, keeping what a fused backward reads. When the kernel keeps no
-// log-sum-exp (keeps_lse), or ATen's own call runs, the output alone and a log-sum-exp of NaN: a
-// backward that read it by mistake would give NaN gradients, not quietly wrong ones.
+// log-sum-exp (keeps_lse), or ATen's own call runs, a log-sum-exp of NaN: a backward that read it
+// by mistake would give NaN gradients, not quietly wrong ones.
 at::Tensor attention_and_lse(const Inputs& in, const Attributes& attrs, std::optional<AttentionBackend> direct) {
   const at::Tensor &q = in[0], &k = in[1], &v = in[2];
   const double scale = attention_scale(attrs, q.size(-1));
-  const AttentionLseLayout layout = attention_lse_layout_of(q, v);
-  at::Tensor packed = at::empty({layout.total}, q.options());
-  packed.narrow(0, layout.output_elements, layout.lse_offset - layout.output_elements).zero_();  // no byte left unset
-  AttentionLseParts parts = attention_lse_parts(packed, layout, q, v);
   if (!direct || !keeps_lse(*direct, q)) {
-    parts.output.copy_(direct ? attention_with(*direct, q, k, v, scale, attrs.causal) : attention(in, attrs));
-    parts.lse.fill_(std::numeric_limits<float>::quiet_NaN());
-    return packed;
+    at::Tensor out = direct ? attention_with(*direct, q, k, v, scale, attrs.causal) : attention(in, attrs);
+    kept_statistics().keep(out, at::full({q.size(0), q.size(1), q.size(2)}, std::numeric_limits<float>::quiet_NaN(), q.options().dtype(at::kFloat)));
+    return out;
   }
-  const auto [out, lse] = attention_with_lse(*direct, q, k, v, scale, attrs.causal);
-  parts.output.copy_(out);
-  parts.lse.copy_(lse);
-  return packed;
+  auto [out, lse] = attention_with_lse(*direct, q, k, v, scale, attrs.causal);
+  kept_statistics().keep(out, std::move(lse));
+  return out;
 }
 
-// Its backward, with the kernel the forward called.
+// Its backward, with the kernel the forward called: (q, k, v, output, log-sum-exp, grad).
 at::Tensor attention_grad_from_lse(const Inputs& in, const Attributes& attrs, std::optional<AttentionBackend> direct) {
-  const at::Tensor &q = in[0], &k = in[1], &v = in[2], &grad = in[4];
+  const at::Tensor &q = in[0], &k = in[1], &v = in[2], &grad = in[5];
   const double scale = attention_scale(attrs, q.size(-1));
   if (!direct) return attention_grad({q, k, v, grad}, attrs);
   if (!keeps_lse(*direct, q)) return stack_attention_grads(attention_grads_with(*direct, q, k, v, grad, scale, attrs.causal));
-  const AttentionLseParts parts = attention_lse_parts(in[3], attention_lse_layout_of(q, v), q, v);
-  return stack_attention_grads(attention_grads_from_lse(*direct, q, k, v, parts.output, parts.lse, grad, scale, attrs.causal));
+  return stack_attention_grads(attention_grads_from_lse(*direct, q, k, v, in[3], in[4], grad, scale, attrs.causal));
 }
 
 // attention_grad_and_bias_sums's buffer (ir::attention_grad_sums_layout): dq, dk, dv stacked as
@@ -120,9 +134,8 @@ at::Tensor attention_grad_and_bias_sums(const Inputs& in, const Attributes& attr
   at::Tensor stacked = packed.narrow(0, 0, layout.grads_elements).view({batch, time, 3, heads, dim});
   at::Tensor sums = packed.narrow(0, layout.sums_offset, layout.sums_elements).view(at::kFloat);
   if (direct && keeps_lse(*direct, q)) {
-    const AttentionLseParts parts = attention_lse_parts(in[3], attention_lse_layout_of(q, in[2]), q, in[2]);
     const std::array<at::Tensor, 3> grads =
-        attention_grads_from_lse(*direct, q, in[1], in[2], parts.output, parts.lse, in[4], attention_scale(attrs, dim), attrs.causal);
+        attention_grads_from_lse(*direct, q, in[1], in[2], in[3], in[4], in[5], attention_scale(attrs, dim), attrs.causal);
     if (stack_column_sums_supported(grads, stacked)) {
       stack_column_sums(grads, stacked, sums);
       return packed;
@@ -251,6 +264,7 @@ at::Tensor run_attention_and_lse(const Inputs& in, const Attributes& a, at::Devi
 at::Tensor run_attention_grad_from_lse(const Inputs& in, const Attributes& a, at::Device device) {
   return attention_grad_from_lse(in, a, lse_pair_backend(in, a));
 }
+at::Tensor run_attention_lse(const Inputs& in, const Attributes& a, at::Device device) { return kept_statistics().of(in[0]); }
 at::Tensor run_attention_grad_and_bias_sums(const Inputs& in, const Attributes& a, at::Device device) {
   return attention_grad_and_bias_sums(in, a, lse_pair_backend(in, a));
 }
