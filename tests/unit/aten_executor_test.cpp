@@ -43,6 +43,13 @@ at::Tensor causal_attention_reference(const at::Tensor& q, const at::Tensor& k, 
   return torch::matmul(torch::softmax(scores, -1), v);
 }
 
+// dq, dk, dv of that attention for the output's gradient `grad`, stacked [3, B, H, T, D].
+at::Tensor causal_attention_grads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& grad) {
+  std::vector<torch::Tensor> qkv = {q.clone().requires_grad_(true), k.clone().requires_grad_(true), v.clone().requires_grad_(true)};
+  causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(grad);
+  return torch::stack({qkv[0].grad(), qkv[1].grad(), qkv[2].grad()});
+}
+
 // linear_cross_entropy_and_dlogits's buffer from ATen's losses and softmax (float64 x and losses:
 // the losses are the first `rows` elements).
 at::Tensor packed_head(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets, double smoothing) {
@@ -214,21 +221,13 @@ std::vector<ExecCase> cases() {
       // log-sum-exp given are not read.
       {Op::attention_grad_from_lse,
        {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), torch::zeros({1, 2, 4}), r({1, 2, 4, 3})}, causal,
-       [](auto& x) {
-         std::vector<torch::Tensor> qkv = {x[0].clone().requires_grad_(true), x[1].clone().requires_grad_(true),
-                                           x[2].clone().requires_grad_(true)};
-         causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(x[5]);
-         return torch::stack({qkv[0].grad(), qkv[1].grad(), qkv[2].grad()});
-       }},
+       [](auto& x) { return causal_attention_grads(x[0], x[1], x[2], x[5]); }},
       // The gradients stacked as [B, T, 3, H, D] (72 elements, 576 bytes: the sums start at once),
       // then their 18 column sums in float32 as 9 float64 elements.
       {Op::attention_grad_and_bias_sums,
        {r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), r({1, 2, 4, 3}), torch::zeros({1, 2, 4}), r({1, 2, 4, 3})}, causal,
        [](auto& x) {
-         std::vector<torch::Tensor> qkv = {x[0].clone().requires_grad_(true), x[1].clone().requires_grad_(true),
-                                           x[2].clone().requires_grad_(true)};
-         causal_attention_reference(qkv[0], qkv[1], qkv[2]).backward(x[5]);
-         const at::Tensor stacked = torch::stack({qkv[0].grad(), qkv[1].grad(), qkv[2].grad()}).permute({1, 3, 0, 2, 4}).contiguous();
+         const at::Tensor stacked = causal_attention_grads(x[0], x[1], x[2], x[5]).permute({1, 3, 0, 2, 4}).contiguous();
          const at::Tensor sums = at::sum(stacked.view({4, 18}), {0}, false, at::kFloat);
          return torch::cat({stacked.flatten(), sums.view(torch::kDouble)});
        }},
