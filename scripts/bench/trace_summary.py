@@ -78,8 +78,10 @@ def timeline(events, steps, cpu_op_of, top):
     between consecutive events by size, the largest named by the events on either side. A step
     slower than its GPU work shows its cause here: gaps of a few microseconds between many small
     launches, or long ones where the GPU waits for the host."""
-    gpu = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e) for e in events
-                 if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES)
+    gpu = sorted(((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e) for e in events
+                  if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES), key=lambda event: event[:2])
+    if not gpu:
+        return
     span = gpu[-1][1] - gpu[0][0]
     gaps = []
     busy_until = gpu[0][1]

@@ -81,8 +81,9 @@ TEST_CASE("every fused attention backend computes the attention and its gradient
   CHECK(ran >= 2);
 }
 
-// attention_and_lse and attention_grad_from_lse (the forward keeps its output and log-sum-exp, the
-// backward runs no forward) against the math formula in float64, with ATen's pick (cuDNN on an
+// attention_and_lse, attention_lse and attention_grad_from_lse (the forward keeps its output and
+// log-sum-exp, the backward runs no forward), and attention_grad_and_bias_sums (in bf16 through the
+// stacking kernel, in f16 through ATen's stack), against the math formula in float64, with ATen's pick (cuDNN on an
 // H200) and with cuDNN switched off (flash): within 2e-2 of the largest element, as above. Asked
 // with grad mode off, as a compiled step's programs run. The backward must read the kept
 // log-sum-exp: raised by 1, it gives other gradients.
@@ -142,6 +143,20 @@ TEST_CASE("attention with a kept log-sum-exp: its backward without the forward m
     CHECK(relative_error(sums, stacked.to(torch::kDouble).view({b * t, 3 * h * d}).sum(0)) < 1e-5);
     const at::Tensor other = ir::execute_node(backward, {in.q, in.k, in.v, out, lse + 1.0, in.grad_out}, torch::kCUDA);
     CHECK(relative_error(other, grads) > 0.1);
+    // In f16 the stacking kernel (bf16 only) is not used: ATen stacks into the buffer and sums.
+    const auto half = [](const at::Tensor& t) { return t.permute({0, 2, 1, 3}).to(torch::kHalf).permute({0, 2, 1, 3}); };
+    const std::vector<at::Tensor> half_in = {half(in.q), half(in.k), half(in.v)};
+    const at::Tensor half_out = ir::execute_node(forward, half_in, torch::kCUDA);
+    const at::Tensor half_lse = ir::execute_node(read_lse, {half_out}, torch::kCUDA);
+    const at::Tensor half_both = ir::execute_node(
+        with_sums, {half_in[0], half_in[1], half_in[2], half_out, half_lse, half(in.grad_out)}, torch::kCUDA);
+    const at::Tensor half_stacked = half_both.narrow(0, 0, sums_layout.grads_elements).view({b, t, 3, h, d});
+    for (int64_t i = 0; i < 3; ++i) {
+      INFO("f16 stacked gradient " << "qkv"[i]);
+      CHECK(relative_error(half_stacked.select(2, i).permute({0, 2, 1, 3}), expected_grads[static_cast<std::size_t>(i)]) < 2e-2);
+    }
+    const at::Tensor half_sums = half_both.narrow(0, sums_layout.sums_offset, sums_layout.sums_elements).view(torch::kFloat);
+    CHECK(relative_error(half_sums, half_stacked.to(torch::kDouble).view({b * t, 3 * h * d}).sum(0)) < 1e-5);
   }
   std::cout << "attention keeps its log-sum-exp with " << attention_backend_name(kept[0]) << ", and with cuDNN off "
             << attention_backend_name(kept[1]) << std::endl;

@@ -507,7 +507,7 @@ TEST_CASE("attention_lse_in_forward keeps an attention's loss and gradients", "[
 // which computes the same gradient and sums (on the CPU: ATen's stack and sum).
 TEST_CASE("attention_bias_sums sums a q-k-v gradient with its stack", "[unit][ir][aten][passes]") {
   const int64_t batch = 2, heads = 2, time = 4, dim = 8;
-  const auto build = [&](const std::vector<int64_t>& order) {
+  const auto build = [&](const std::vector<int64_t>& order, const std::vector<int64_t>& part_shape) {
     Graph g;
     const TensorType type{DType::bf16, {batch, heads, time, dim}};
     const ValueId q = g.add_input("q", type), k = g.add_input("k", type), v = g.add_input("v", type), dy = g.add_input("dy", type);
@@ -518,7 +518,7 @@ TEST_CASE("attention_bias_sums sums a q-k-v gradient with its stack", "[unit][ir
     std::vector<ValueId> parts;
     for (int64_t part : order) {
       const ValueId slice = g.add(Op::slice, {stack}, with_ints({0, part, part + 1, 1}));
-      const ValueId dropped = g.add(Op::reshape, {slice}, with_ints({batch, heads, time, dim}));
+      const ValueId dropped = g.add(Op::reshape, {slice}, with_ints(part_shape));
       const ValueId time_major = g.add(Op::permute, {dropped}, with_ints({0, 2, 1, 3}));
       parts.push_back(g.add(Op::reshape, {time_major}, with_ints({batch, time, heads * dim})));
     }
@@ -527,7 +527,7 @@ TEST_CASE("attention_bias_sums sums a q-k-v gradient with its stack", "[unit][ir
     g.mark_output(g.add(Op::sum_to_float, {gradient}, with_ints({0, 1})));
     return g;
   };
-  const Graph graph = build({0, 1, 2});
+  const Graph graph = build({0, 1, 2}, {batch, heads, time, dim});
   const Graph rewritten = attention_bias_sums(graph);
   verify(rewritten);
   std::map<Op, int> ops = op_counts(rewritten);
@@ -544,9 +544,12 @@ TEST_CASE("attention_bias_sums sums a q-k-v gradient with its stack", "[unit][ir
   CHECK(torch::equal(got[0], expected[0]));  // the gradient the projection's GEMMs read, bit for bit
   CHECK(got[1].scalar_type() == torch::kFloat);
   CHECK(torch::allclose(got[1], expected[1], 1e-6, 1e-6));  // float32 sums of the same bf16 values
-  // Parts in another order are another matrix: left as they are.
-  const Graph reordered = build({1, 0, 2});
+  // Parts in another order, or a part reshaped to another [B, T, H, D] order of its elements, are
+  // another matrix: left as they are.
+  const Graph reordered = build({1, 0, 2}, {batch, heads, time, dim});
   CHECK(to_text(attention_bias_sums(reordered)) == to_text(reordered));
+  const Graph shuffled = build({0, 1, 2}, {batch, time, heads, dim});
+  CHECK(to_text(attention_bias_sums(shuffled)) == to_text(shuffled));
 }
 
 // attention_lse reads the log-sum-exp the call that made its input kept (NaN on the CPU, where no

@@ -20,8 +20,9 @@ ValueId stack_part_of(const Graph& graph, ValueId id, int64_t part) {
   const ValueId stack = slice.inputs[0];
   if (graph.node(stack).op != Op::attention_grad_from_lse) return -1;
   const std::vector<int64_t>& shape = graph.type(stack).shape;  // [3, B, H, T, D]
-  const std::vector<int64_t> expected = {shape[1], shape[3], shape[2] * shape[4]};
-  return merged.type.shape == expected ? stack : -1;
+  const std::vector<int64_t> part_shape = {shape[1], shape[2], shape[3], shape[4]};
+  const std::vector<int64_t> rows_shape = {shape[1], shape[3], shape[2] * shape[4]};
+  return dropped.type.shape == part_shape && merged.type.shape == rows_shape ? stack : -1;
 }
 
 // The attention_grad_from_lse whose stack `sum` sums over its B * T rows, or -1.

@@ -9,7 +9,7 @@
 // reshape(permute(reshape(slice(g, part i)), {0, 2, 1, 3}), [B, T, H * D]) of one
 // g = attention_grad_from_lse (the views the q-k-v split's gradient makes, after
 // slice_grads_to_concat and sums_of_widened).
-// Example: g = attention_grad_from_lse(q, k, v, kept, dy)      becomes  p = attention_grad_and_bias_sums(q, k, v, kept, dy)
+// Example: g = attention_grad_from_lse(q, k, v, o, lse, dy)    becomes  p = attention_grad_and_bias_sums(q, k, v, o, lse, dy)
 //                                                                       g = permute(reshape(slice(p)))  [3, B, H, T, D]
 //          s = sum_to_float(concat(r0, r1, r2), {0, 1})                 s = bitcast(slice(p), f32)       [3 * H * D]
 #pragma once

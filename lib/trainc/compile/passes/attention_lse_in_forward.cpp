@@ -22,7 +22,9 @@ Graph attention_lse_in_forward(const Graph& graph) {
   };
   // (q, k, v, grad) -> (q, k, v, output, log-sum-exp, grad)
   rule.reading_inputs = [&lse_of](ValueId kept, const std::vector<ValueId>& in) {
-    return std::vector<ValueId>{in[0], in[1], in[2], kept, lse_of.at(kept), in[3]};
+    const auto lse = lse_of.find(kept);
+    if (lse == lse_of.end()) throw IrError("attention_lse_in_forward: an attention's gradient comes before its forward");
+    return std::vector<ValueId>{in[0], in[1], in[2], kept, lse->second, in[3]};
   };
   return keep_for_backward(graph, rule);
 }

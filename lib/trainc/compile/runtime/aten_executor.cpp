@@ -54,10 +54,12 @@ at::Tensor attention_grad(const Inputs& in, const Attributes& attrs) {
   return stack_attention_grads({grads[0], grads[1], grads[2]});
 }
 
-// The log-sum-exps attention_and_lse keeps, until attention_lse reads them. An IR value is one
-// tensor, so the second result of the kernel call is handed over here, found by the output's
-// memory; the output itself stays where the kernel wrote it (a buffer holding both cost a copy of
-// every output). An entry lasts while its output does: statistics nothing reads go with it.
+// The log-sum-exps attention_and_lse keeps, for attention_lse to read. An IR value is one tensor,
+// so the second result of the kernel call is handed over here, found by the output's memory; the
+// output itself stays where the kernel wrote it (a buffer holding both cost a copy of every
+// output). Each keep or read drops the entries whose output no longer exists, so statistics
+// nothing reads are held only until the next attention runs on this thread (a captured step's,
+// B * H * T floats a layer, until the next capture or eager attention).
 class KeptStatistics {
  public:
   void keep(const at::Tensor& output, at::Tensor lse) {
@@ -140,7 +142,8 @@ at::Tensor attention_grad_and_bias_sums(const Inputs& in, const Attributes& attr
       stack_column_sums(grads, stacked, sums);
       return packed;
     }
-    for (int64_t i = 0; i < 3; ++i) stacked.select(2, i).copy_(grads[static_cast<std::size_t>(i)].permute({0, 2, 1, 3}));
+    // One stack into the buffer: a copy into each third of it ran three strided copies at half the speed.
+    at::stack_out(stacked, {grads[0].permute({0, 2, 1, 3}), grads[1].permute({0, 2, 1, 3}), grads[2].permute({0, 2, 1, 3})}, 2);
   } else {
     stacked.copy_(attention_grad_from_lse(in, attrs, direct).permute({1, 3, 0, 2, 4}));  // [3, B, H, T, D] -> [B, T, 3, H, D]
   }

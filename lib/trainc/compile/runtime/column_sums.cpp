@@ -254,7 +254,8 @@ bool stack_column_sums_supported(const std::array<at::Tensor, 3>& parts, const a
     }
   }
   const at::IntArrayRef shape = parts[0].sizes();  // [B, H, T, D]
-  return stacked.numel() == 3 * parts[0].numel() && 3 * shape[1] * shape[3] < (int64_t{1} << 30) && shape[2] < (int64_t{1} << 31);
+  return parts[0].numel() > 0 && stacked.numel() == 3 * parts[0].numel() && 3 * shape[1] * shape[3] < (int64_t{1} << 30) &&
+         shape[2] < (int64_t{1} << 31);
 }
 
 void stack_column_sums(const std::array<at::Tensor, 3>& parts, at::Tensor& stacked, at::Tensor& sums) {
