@@ -131,16 +131,21 @@ TEST_CASE("attention with a kept log-sum-exp: its backward without the forward m
     // their column sums (the stack's own, in float32: within 1e-5 of float64's).
     ir::Node with_sums = forward;
     with_sums.op = ir::Op::attention_grad_and_bias_sums;
-    const at::Tensor both = ir::execute_node(with_sums, {in.q, in.k, in.v, out, lse, in.grad_out}, torch::kCUDA);
     ir::AttentionGradSumsLayout sums_layout;
     REQUIRE(ir::attention_grad_sums_layout({b, h, t, d}, 2, sums_layout));
-    const at::Tensor stacked = both.narrow(0, 0, sums_layout.grads_elements).view({b, t, 3, h, d});
-    for (int64_t i = 0; i < 3; ++i) {
-      INFO("stacked gradient " << "qkv"[i]);
-      CHECK(relative_error(stacked.select(2, i).permute({0, 2, 1, 3}), expected_grads[static_cast<std::size_t>(i)]) < 2e-2);
+    const auto check_stack_and_sums = [&](const at::Tensor& both) {
+      const at::Tensor stacked = both.narrow(0, 0, sums_layout.grads_elements).view({b, t, 3, h, d});
+      for (int64_t i = 0; i < 3; ++i) {
+        INFO("stacked gradient " << "qkv"[i]);
+        CHECK(relative_error(stacked.select(2, i).permute({0, 2, 1, 3}), expected_grads[static_cast<std::size_t>(i)]) < 2e-2);
+      }
+      const at::Tensor sums = both.narrow(0, sums_layout.sums_offset, sums_layout.sums_elements).view(torch::kFloat);
+      CHECK(relative_error(sums, stacked.to(torch::kDouble).view({b * t, 3 * h * d}).sum(0)) < 1e-5);
+    };
+    {
+      INFO("bf16: the stacking kernel");
+      check_stack_and_sums(ir::execute_node(with_sums, {in.q, in.k, in.v, out, lse, in.grad_out}, torch::kCUDA));
     }
-    const at::Tensor sums = both.narrow(0, sums_layout.sums_offset, sums_layout.sums_elements).view(torch::kFloat);
-    CHECK(relative_error(sums, stacked.to(torch::kDouble).view({b * t, 3 * h * d}).sum(0)) < 1e-5);
     const at::Tensor other = ir::execute_node(backward, {in.q, in.k, in.v, out, lse + 1.0, in.grad_out}, torch::kCUDA);
     CHECK(relative_error(other, grads) > 0.1);
     // In f16 the stacking kernel (bf16 only) is not used: ATen stacks into the buffer and sums.
@@ -148,15 +153,11 @@ TEST_CASE("attention with a kept log-sum-exp: its backward without the forward m
     const std::vector<at::Tensor> half_in = {half(in.q), half(in.k), half(in.v)};
     const at::Tensor half_out = ir::execute_node(forward, half_in, torch::kCUDA);
     const at::Tensor half_lse = ir::execute_node(read_lse, {half_out}, torch::kCUDA);
-    const at::Tensor half_both = ir::execute_node(
-        with_sums, {half_in[0], half_in[1], half_in[2], half_out, half_lse, half(in.grad_out)}, torch::kCUDA);
-    const at::Tensor half_stacked = half_both.narrow(0, 0, sums_layout.grads_elements).view({b, t, 3, h, d});
-    for (int64_t i = 0; i < 3; ++i) {
-      INFO("f16 stacked gradient " << "qkv"[i]);
-      CHECK(relative_error(half_stacked.select(2, i).permute({0, 2, 1, 3}), expected_grads[static_cast<std::size_t>(i)]) < 2e-2);
+    {
+      INFO("f16: ATen's stack");
+      check_stack_and_sums(
+          ir::execute_node(with_sums, {half_in[0], half_in[1], half_in[2], half_out, half_lse, half(in.grad_out)}, torch::kCUDA));
     }
-    const at::Tensor half_sums = half_both.narrow(0, sums_layout.sums_offset, sums_layout.sums_elements).view(torch::kFloat);
-    CHECK(relative_error(half_sums, half_stacked.to(torch::kDouble).view({b * t, 3 * h * d}).sum(0)) < 1e-5);
   }
   std::cout << "attention keeps its log-sum-exp with " << attention_backend_name(kept[0]) << ", and with cuDNN off "
             << attention_backend_name(kept[1]) << std::endl;
