@@ -115,7 +115,7 @@ peer_run() {  # case, script, peer name, mode; WORLD=N starts N processes with t
     >> "$OUT/results.jsonl"
 }
 
-# The flags of a traced run: a backend, or a mode of the inductor backend.
+# The flags that compile with `$1`: a backend, or a mode of the inductor backend.
 compile_flags() {
   case $1 in
     reduce-overhead | max-autotune | max-autotune-no-cudagraphs) echo "--torch-compile-mode $1" ;;
@@ -144,13 +144,13 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
   for run in ${TRAINC_GPU_BACKENDS:-eager cudagraphs inductor reduce-overhead}; do
     case $run in
       eager) trainc_run "$case" eager ;;
-      reduce-overhead | max-autotune | max-autotune-no-cudagraphs) trainc_run "$case" "$run" --torch-compile-mode "$run" ;;
       # the same again: the tuning cache holds the first run's choices, nothing is measured
       max-autotune-again) trainc_run "$case" "$run" --torch-compile-mode max-autotune ;;
       without-fused_adamw) trainc_run "$case" "$run" --torch-compile-mode reduce-overhead --optim adamw_torch ;;
       without-*) TRAINC_GPU_RUN_WITHOUT=${run#without-} trainc_run "$case" "$run" --torch-compile-mode reduce-overhead ;;
       env-*) TRAINC_GPU_RUN_ENV=${run#env-} trainc_run "$case" "$run" --torch-compile-mode reduce-overhead ;;
-      *) trainc_run "$case" "$run" --torch-compile-backend "$run" ;;
+      # shellcheck disable=SC2046
+      *) trainc_run "$case" "$run" $(compile_flags "$run") ;;
     esac
   done
   if [[ ${TRAINC_GPU_PROFILE:-0} == 1 ]]; then

@@ -13,9 +13,6 @@
 #include "trainc/compat/library_variants.h"
 #include "trainc/compile/autodiff/autodiff.h"
 #include "trainc/compile/autotune/library_choice.h"
-#include "trainc/compile/passes/attention_bias_sums.h"
-#include "trainc/compile/passes/attention_lse_in_forward.h"
-#include "trainc/compile/passes/dlogits_in_forward.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/linear_cross_entropy.h"
 
@@ -344,13 +341,6 @@ NormalizedRows normalize_rows(Graph& g, ValueId x, ValueId eps, bool eps_first) 
   return {mean, g.add(Op::mul, {centered, g.add(Op::rsqrt, {shifted})})};
 }
 
-// The ops of `graph`, counted.
-std::map<Op, int> op_counts(const Graph& graph) {
-  std::map<Op, int> ops;
-  for (const Node& node : graph.nodes()) ++ops[node.op];
-  return ops;
-}
-
 }  // namespace
 
 // A layer norm as the import builds it, differentiated: x's gradient is the closed form (two sums
@@ -413,143 +403,6 @@ TEST_CASE("a normalization with a learned eps keeps the op-by-op gradient", "[un
   ((c * at::rsqrt((c * c).mean(1, true) + eps_g.exp())) * probe_v).sum().backward();
   CHECK(torch::allclose(got[1], xg.grad(), 1e-10, 1e-12));
   CHECK(torch::allclose(got[2], eps_g.grad(), 1e-10, 1e-12));
-}
-
-// A joint graph with a head whose loss is differentiated: after dlogits_in_forward the backward
-// reads the forward's gradient (no linear_cross_entropy_grad is left), and the graph computes the
-// same loss and gradients.
-TEST_CASE("dlogits_in_forward keeps a head's loss and gradients and drops its recomputation", "[unit][ir][aten][passes]") {
-  Graph forward;
-  const ValueId x = forward.add_input("x", {DType::f64, {8, 5}});
-  const ValueId w = forward.add_input("w", {DType::f64, {11, 5}});
-  const ValueId targets = forward.add_input("targets", {DType::i64, {8}});
-  Attributes head;
-  head.dtype = DType::f64;
-  head.scalar = 0.1;
-  Attributes all;
-  all.ints = {0};
-  const ValueId losses = forward.add(Op::linear_cross_entropy, {x, w, targets}, head);
-  forward.mark_output(forward.add(Op::sum, {losses}, all));
-  const trainc::JointGraph joint = trainc::differentiate(forward, {true, true, false});
-  const Graph rewritten = dlogits_in_forward(joint.graph);
-  std::map<Op, int> ops = op_counts(rewritten);
-  CHECK(ops[Op::linear_cross_entropy] == 0);
-  CHECK(ops[Op::linear_cross_entropy_grad] == 0);
-  CHECK(ops[Op::linear_cross_entropy_and_dlogits] == 1);
-  CHECK(ops[Op::linear_cross_entropy_grad_from_dlogits] == 1);
-  CHECK(ops[Op::bitcast] == 1);
-  REQUIRE(rewritten.outputs().size() == joint.graph.outputs().size());
-
-  const std::vector<at::Tensor> inputs = {torch::randn({8, 5}, torch::kDouble), torch::randn({11, 5}, torch::kDouble),
-                                          torch::randint(0, 11, {8}), torch::full({}, 0.5, torch::kDouble)};
-  const std::vector<at::Tensor> expected = execute_with_aten(joint.graph, inputs);
-  const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("output " << i);
-    CHECK(torch::allclose(got[i], expected[i], 1e-10, 1e-12));
-  }
-  // Without a gradient for the head, nothing changes.
-  CHECK(to_text(dlogits_in_forward(forward)) == to_text(forward));
-}
-
-// A joint graph with a differentiated attention: after attention_lse_in_forward the forward
-// returns one buffer, the output is a view of it, and the backward reads it (on the CPU no kernel
-// keeps a log-sum-exp, so the backward runs the forward again); the graph computes the same.
-TEST_CASE("attention_lse_in_forward keeps an attention's loss and gradients", "[unit][ir][aten][passes]") {
-  Graph forward;
-  const TensorType qkv_type{DType::bf16, {2, 3, 5, 8}};
-  const ValueId q = forward.add_input("q", qkv_type), k = forward.add_input("k", qkv_type), v = forward.add_input("v", qkv_type);
-  Attributes causal;
-  causal.causal = true;
-  Attributes all;
-  all.ints = {0, 1, 2, 3};
-  Attributes to_f32;
-  to_f32.dtype = DType::f32;
-  const ValueId out = forward.add(Op::cast, {forward.add(Op::attention, {q, k, v}, causal)}, to_f32);
-  forward.mark_output(forward.add(Op::sum, {forward.add(Op::mul, {out, out})}, all));
-  const trainc::JointGraph joint = trainc::differentiate(forward, {true, true, true});
-  const Graph rewritten = attention_lse_in_forward(joint.graph);
-  std::map<Op, int> ops = op_counts(rewritten);
-  CHECK(ops[Op::attention] == 0);
-  CHECK(ops[Op::attention_grad] == 0);
-  CHECK(ops[Op::attention_and_lse] == 1);
-  CHECK(ops[Op::attention_lse] == 1);
-  CHECK(ops[Op::attention_grad_from_lse] == 1);
-  // The log-sum-exp is read right after the attention, in the forward.
-  for (ValueId id = 0; id < rewritten.size(); ++id) {
-    if (rewritten.node(id).op == Op::attention_and_lse) CHECK(rewritten.node(id + 1).op == Op::attention_lse);
-  }
-
-  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
-  const std::vector<at::Tensor> inputs = {torch::randn({2, 3, 5, 8}, bf16), torch::randn({2, 3, 5, 8}, bf16), torch::randn({2, 3, 5, 8}, bf16),
-                                          torch::full({}, 1.0, torch::kFloat)};
-  const std::vector<at::Tensor> expected = execute_with_aten(joint.graph, inputs);
-  const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
-  REQUIRE(got.size() == expected.size());
-  // The same values (on the CPU both run ATen's attention; 1e-6 relative leaves room for another
-  // order of float32 sums).
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("output " << i);
-    CHECK(torch::allclose(got[i].to(torch::kDouble), expected[i].to(torch::kDouble), 1e-6, 1e-9));
-  }
-  // Float64 attention is left as it is: no fused kernel keeps its statistics.
-  Graph wide;
-  const TensorType wide_type{DType::f64, {2, 3, 5, 8}};
-  const ValueId wq = wide.add_input("q", wide_type), wk = wide.add_input("k", wide_type), wv = wide.add_input("v", wide_type);
-  wide.mark_output(wide.add(Op::sum, {wide.add(Op::attention, {wq, wk, wv}, causal)}, all));
-  for (const Node& node : attention_lse_in_forward(trainc::differentiate(wide, {true, true, true}).graph).nodes()) {
-    CHECK(node.op != Op::attention_and_lse);
-  }
-}
-
-// The views a fused q-k-v projection's gradient makes of attention's stacked gradients, and the sum
-// of that gradient over B * T rows (its bias gradient): attention_bias_sums makes the two one op,
-// which computes the same gradient and sums (on the CPU: ATen's stack and sum).
-TEST_CASE("attention_bias_sums sums a q-k-v gradient with its stack", "[unit][ir][aten][passes]") {
-  const int64_t batch = 2, heads = 2, time = 4, dim = 8;
-  const auto build = [&](const std::vector<int64_t>& order, const std::vector<int64_t>& part_shape) {
-    Graph g;
-    const TensorType type{DType::bf16, {batch, heads, time, dim}};
-    const ValueId q = g.add_input("q", type), k = g.add_input("k", type), v = g.add_input("v", type), dy = g.add_input("dy", type);
-    Attributes causal;
-    causal.causal = true;
-    const ValueId kept = g.add(Op::attention_and_lse, {q, k, v}, causal);
-    const ValueId stack = g.add(Op::attention_grad_from_lse, {q, k, v, kept, g.add(Op::attention_lse, {kept}), dy}, causal);
-    std::vector<ValueId> parts;
-    for (int64_t part : order) {
-      const ValueId slice = g.add(Op::slice, {stack}, with_ints({0, part, part + 1, 1}));
-      const ValueId dropped = g.add(Op::reshape, {slice}, with_ints(part_shape));
-      const ValueId time_major = g.add(Op::permute, {dropped}, with_ints({0, 2, 1, 3}));
-      parts.push_back(g.add(Op::reshape, {time_major}, with_ints({batch, time, heads * dim})));
-    }
-    const ValueId gradient = g.add(Op::concat, parts, with_ints({2}));
-    g.mark_output(gradient);
-    g.mark_output(g.add(Op::sum_to_float, {gradient}, with_ints({0, 1})));
-    return g;
-  };
-  const Graph graph = build({0, 1, 2}, {batch, heads, time, dim});
-  const Graph rewritten = attention_bias_sums(graph);
-  verify(rewritten);
-  std::map<Op, int> ops = op_counts(rewritten);
-  CHECK(ops[Op::attention_grad_and_bias_sums] == 1);
-  CHECK(ops[Op::attention_grad_from_lse] == 0);
-  CHECK(ops[Op::sum_to_float] == 0);
-
-  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
-  std::vector<at::Tensor> inputs;
-  for (int i = 0; i < 4; ++i) inputs.push_back(torch::randn({batch, heads, time, dim}, bf16));
-  const std::vector<at::Tensor> expected = execute_with_aten(graph, inputs);
-  const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
-  REQUIRE(got.size() == 2);
-  CHECK(torch::equal(got[0], expected[0]));  // the gradient the projection's GEMMs read, bit for bit
-  CHECK(got[1].scalar_type() == torch::kFloat);
-  CHECK(torch::allclose(got[1], expected[1], 1e-6, 1e-6));  // float32 sums of the same bf16 values
-  // Parts in another order, or a part reshaped to another [B, T, H, D] order of its elements, are
-  // another matrix: left as they are.
-  const Graph reordered = build({1, 0, 2}, {batch, heads, time, dim});
-  CHECK(to_text(attention_bias_sums(reordered)) == to_text(reordered));
-  const Graph shuffled = build({0, 1, 2}, {batch, time, heads, dim});
-  CHECK(to_text(attention_bias_sums(shuffled)) == to_text(shuffled));
 }
 
 // attention_lse reads the log-sum-exp the call that made its input kept (NaN on the CPU, where no

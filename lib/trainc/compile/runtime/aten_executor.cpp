@@ -28,31 +28,33 @@ at::Tensor attention(const Inputs& in, const Attributes& attrs) {
   return attention_with(AttentionBackend::math, in[0], in[1], in[2], scale, attrs.causal);
 }
 
+// dq, dk, dv as [B, T, H, D] views: the layout the fused kernels give gradients of q, k, v that
+// are views of one projection, and the parts of that projection's output gradient.
+std::vector<at::Tensor> time_major(const std::array<at::Tensor, 3>& grads) {
+  std::vector<at::Tensor> views;
+  for (const at::Tensor& grad : grads) views.push_back(grad.permute({0, 2, 1, 3}));
+  return views;
+}
+
 // dq, dk, dv stacked. The stack [3, B, H, T, D] is laid out in memory as [B, T, 3, H, D], the
 // gradient of a fused q-k-v projection's output: each of dq, dk, dv turned back to [B, T, H * D]
 // is then a view, and their concatenation is the buffer itself (run_concat), where a contiguous
-// stack cost two more copies of every gradient. One stack of the three (as [B, T, H, D], the
-// layout the fused kernels give gradients of such q, k, v) fills it in one vectorized copy, where
-// a copy into each third of it ran three strided ones at half the speed.
-at::Tensor stack_attention_grads(const std::array<at::Tensor, 3>& grads) {
-  std::vector<at::Tensor> time_major;  // [B, T, H, D]
-  for (const at::Tensor& grad : grads) time_major.push_back(grad.permute({0, 2, 1, 3}));
-  return at::stack(time_major, 2).permute({2, 0, 3, 1, 4});
-}
+// stack cost two more copies of every gradient. One stack of the three (as [B, T, H, D]) fills it
+// in one vectorized copy, where a copy into each third of it ran three strided ones at half the speed.
+at::Tensor stack_attention_grads(const std::array<at::Tensor, 3>& grads) { return at::stack(time_major(grads), 2).permute({2, 0, 3, 1, 4}); }
 
 // Without a chosen backend: the attention recomputed under autograd and differentiated, which on a
 // GPU runs the kernel ATen picks and that kernel's own backward.
-at::Tensor attention_grad(const Inputs& in, const Attributes& attrs) {
-  std::vector<at::Tensor> grads;
-  {
-    at::AutoGradMode enable_grad(true);
-    std::vector<at::Tensor> qkv;
-    for (std::size_t i = 0; i < 3; ++i) qkv.push_back(in[i].detach().requires_grad_(true));
-    const at::Tensor out = attention(qkv, attrs);
-    grads = torch::autograd::grad({out}, qkv, {in[3]});
-  }
-  return stack_attention_grads({grads[0], grads[1], grads[2]});
+std::array<at::Tensor, 3> attention_grads(const Inputs& in, const Attributes& attrs) {
+  at::AutoGradMode enable_grad(true);
+  std::vector<at::Tensor> qkv;
+  for (std::size_t i = 0; i < 3; ++i) qkv.push_back(in[i].detach().requires_grad_(true));
+  const at::Tensor out = attention(qkv, attrs);
+  const std::vector<at::Tensor> grads = torch::autograd::grad({out}, qkv, {in[3]});
+  return {grads[0], grads[1], grads[2]};
 }
+
+at::Tensor attention_grad(const Inputs& in, const Attributes& attrs) { return stack_attention_grads(attention_grads(in, attrs)); }
 
 // The log-sum-exps attention_and_lse keeps, for attention_lse to read. An IR value is one tensor,
 // so the second result of the kernel call is handed over here, found by the output's memory; the
@@ -111,19 +113,22 @@ at::Tensor attention_and_lse(const Inputs& in, const Attributes& attrs, std::opt
   return out;
 }
 
-// Its backward, with the kernel the forward called: (q, k, v, output, log-sum-exp, grad).
-at::Tensor attention_grad_from_lse(const Inputs& in, const Attributes& attrs, std::optional<AttentionBackend> direct) {
+// Its backward, with the kernel the forward called: (q, k, v, output, log-sum-exp, grad) -> dq, dk, dv.
+std::array<at::Tensor, 3> attention_grads_from_kept(const Inputs& in, const Attributes& attrs, std::optional<AttentionBackend> direct) {
   const at::Tensor &q = in[0], &k = in[1], &v = in[2], &grad = in[5];
   const double scale = attention_scale(attrs, q.size(-1));
-  if (!direct) return attention_grad({q, k, v, grad}, attrs);
-  if (!keeps_lse(*direct, q)) return stack_attention_grads(attention_grads_with(*direct, q, k, v, grad, scale, attrs.causal));
-  return stack_attention_grads(attention_grads_from_lse(*direct, q, k, v, in[3], in[4], grad, scale, attrs.causal));
+  if (!direct) return attention_grads({q, k, v, grad}, attrs);
+  if (!keeps_lse(*direct, q)) return attention_grads_with(*direct, q, k, v, grad, scale, attrs.causal);
+  return attention_grads_from_lse(*direct, q, k, v, in[3], in[4], grad, scale, attrs.causal);
+}
+
+at::Tensor attention_grad_from_lse(const Inputs& in, const Attributes& attrs, std::optional<AttentionBackend> direct) {
+  return stack_attention_grads(attention_grads_from_kept(in, attrs, direct));
 }
 
 // attention_grad_and_bias_sums's buffer (ir::attention_grad_sums_layout): dq, dk, dv stacked as
 // [B, T, 3, H, D], and their float32 column sums over the B * T rows. One kernel stacks and sums
-// where it can (runtime/column_sums); otherwise the stack of attention_grad_from_lse is copied in
-// and summed by ATen.
+// where it can (runtime/column_sums); otherwise ATen stacks into the buffer and sums it.
 at::Tensor attention_grad_and_bias_sums(const Inputs& in, const Attributes& attrs, std::optional<AttentionBackend> direct) {
   const at::Tensor& q = in[0];
   const int64_t batch = q.size(0), heads = q.size(1), time = q.size(2), dim = q.size(3);
@@ -135,18 +140,12 @@ at::Tensor attention_grad_and_bias_sums(const Inputs& in, const Attributes& attr
   packed.narrow(0, layout.grads_elements, layout.sums_offset - layout.grads_elements).zero_();  // no byte left unset
   at::Tensor stacked = packed.narrow(0, 0, layout.grads_elements).view({batch, time, 3, heads, dim});
   at::Tensor sums = packed.narrow(0, layout.sums_offset, layout.sums_elements).view(at::kFloat);
-  if (direct && keeps_lse(*direct, q)) {
-    const std::array<at::Tensor, 3> grads =
-        attention_grads_from_lse(*direct, q, in[1], in[2], in[3], in[4], in[5], attention_scale(attrs, dim), attrs.causal);
-    if (stack_column_sums_supported(grads, stacked)) {
-      stack_column_sums(grads, stacked, sums);
-      return packed;
-    }
-    // One stack into the buffer: a copy into each third of it ran three strided copies at half the speed.
-    at::stack_out(stacked, {grads[0].permute({0, 2, 1, 3}), grads[1].permute({0, 2, 1, 3}), grads[2].permute({0, 2, 1, 3})}, 2);
-  } else {
-    stacked.copy_(attention_grad_from_lse(in, attrs, direct).permute({1, 3, 0, 2, 4}));  // [3, B, H, T, D] -> [B, T, 3, H, D]
+  const std::array<at::Tensor, 3> grads = attention_grads_from_kept(in, attrs, direct);
+  if (stack_column_sums_supported(grads, stacked)) {
+    stack_column_sums(grads, stacked, sums);
+    return packed;
   }
+  at::stack_out(stacked, time_major(grads), 2);
   sums.copy_(at::sum(stacked.view({batch * time, 3 * heads * dim}), {0}, false, at::kFloat));
   return packed;
 }
