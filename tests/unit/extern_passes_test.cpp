@@ -1,5 +1,5 @@
 // The passes that rewrite extern ops around what a backward reads (dlogits_in_forward,
-// attention_lse_in_forward, attention_bias_sums), each checked by running the graph before and
+// attention_lse_in_forward, attention_bias_sums, embedding_grad_add), each checked by running the graph before and
 // after it through the ATen executor on fresh random inputs.
 #include <catch2/catch.hpp>
 
@@ -12,6 +12,7 @@
 #include "trainc/compile/passes/attention_bias_sums.h"
 #include "trainc/compile/passes/attention_lse_in_forward.h"
 #include "trainc/compile/passes/dlogits_in_forward.h"
+#include "trainc/compile/passes/embedding_grad_add.h"
 #include "trainc/compile/runtime/aten_executor.h"
 
 using namespace trainc::ir;
@@ -164,4 +165,48 @@ TEST_CASE("attention_bias_sums sums a q-k-v gradient with its stack", "[unit][ir
   CHECK(to_text(attention_bias_sums(reordered)) == to_text(reordered));
   const Graph shuffled = build({0, 1, 2}, {batch, time, heads, dim});
   CHECK(to_text(attention_bias_sums(shuffled)) == to_text(shuffled));
+}
+
+// A tied table's gradient: the head's (a float32 cast of a bf16 one, as the head's GEMM makes it)
+// plus the embedding's. embedding_grad_add makes them one op reading the bf16 gradient, with the
+// same sum up to float32 rounding; an embedding gradient read elsewhere too, or a cast read
+// elsewhere too, is not folded away.
+TEST_CASE("embedding_grad_add adds a tied embedding's gradient into the head's", "[unit][ir][aten][passes]") {
+  const int64_t vocabulary = 50, dim = 8;
+  const auto build = [&](bool embedding_read_twice, bool cast_read_twice, bool embedding_first) {
+    Graph g;
+    const ValueId head = g.add_input("head_grad", {DType::bf16, {vocabulary, dim}});
+    const ValueId rows = g.add_input("rows", {DType::f32, {4, 16, dim}});
+    const ValueId indices = g.add_input("indices", {DType::i64, {4, 16}});
+    Attributes widen;
+    widen.dtype = DType::f32;
+    const ValueId widened = g.add(Op::cast, {head}, widen);
+    const ValueId scattered = g.add(Op::embedding_grad, {rows, indices}, ints({vocabulary}));
+    g.mark_output(embedding_first ? g.add(Op::add, {scattered, widened}) : g.add(Op::add, {widened, scattered}));
+    if (embedding_read_twice) g.mark_output(scattered);
+    if (cast_read_twice) g.mark_output(widened);
+    return g;
+  };
+  const std::vector<at::Tensor> inputs = {torch::randn({vocabulary, dim}).to(torch::kBFloat16), torch::randn({4, 16, dim}),
+                                          torch::randint(0, vocabulary, {4, 16})};
+  for (bool embedding_first : {false, true}) {
+    const Graph graph = build(false, false, embedding_first);
+    const Graph rewritten = embedding_grad_add(graph);
+    verify(rewritten);
+    std::map<Op, int> ops = op_counts(rewritten);
+    CHECK(ops[Op::embedding_grad_add] == 1);
+    CHECK(ops[Op::embedding_grad] == 0);
+    CHECK(ops[Op::cast] == 0);
+    CHECK(ops[Op::add] == 0);
+    const at::Tensor expected = execute_with_aten(graph, inputs)[0];
+    const at::Tensor got = execute_with_aten(rewritten, inputs)[0];
+    CHECK(got.scalar_type() == torch::kFloat);
+    CHECK(torch::allclose(got, expected, 1e-6, 1e-6));
+  }
+  // The cast read elsewhere stays and is the base; the scattered gradient read elsewhere stays.
+  const Graph shared_cast = embedding_grad_add(build(false, true, false));
+  CHECK(op_counts(shared_cast)[Op::embedding_grad_add] == 1);
+  CHECK(op_counts(shared_cast)[Op::cast] == 1);
+  const Graph shared_embedding = build(true, false, false);
+  CHECK(to_text(embedding_grad_add(shared_embedding)) == to_text(shared_embedding));
 }

@@ -137,6 +137,9 @@ std::vector<ShapeCase> shape_cases() {
        {{DType::f64, {1, 1, 2, 3}}, {DType::f64, {1, 1, 2, 3}}, {DType::f64, {1, 1, 2, 3}}, {DType::f64, {1, 1, 2, 3}}, f32({1, 1, 2}),
         {DType::f64, {1, 1, 2, 3}}},
        {}, {}, "do not fill whole elements of f64"},
+      {Op::embedding_grad_add, {bf16({10, 8}), f32({2, 3, 8}), {DType::i64, {2, 3}}}, ints({10}), f32({10, 8}), ""},
+      {Op::embedding_grad_add, {bf16({10, 7}), f32({2, 3, 8}), {DType::i64, {2, 3}}}, ints({10}), {}, "adds into a floating [10, 8]"},
+      {Op::embedding_grad_add, {{DType::i64, {10, 8}}, f32({2, 3, 8}), {DType::i64, {2, 3}}}, ints({10}), {}, "adds into a floating"},
       {Op::bitcast, {bf16({8})}, f32_loss, f32({4}), ""},
       {Op::bitcast, {bf16({7})}, f32_loss, {}, "not a whole number of f32"},
       {Op::bitcast, {bf16({2, 4})}, f32_loss, {}, "takes a flat tensor"},
@@ -144,8 +147,9 @@ std::vector<ShapeCase> shape_cases() {
       {Op::linear_cross_entropy_and_dlogits, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}}, f32_loss, bf16({32 + 6 * 64}), ""},
       {Op::linear_cross_entropy_and_dlogits, {{DType::f64, {5, 5}}, {DType::f64, {7, 5}}, {DType::i64, {5}}}, f32_loss, {},
        "do not fill whole elements of f64"},
+      // x's gradient, then the weight's over the 64 padded rows.
       {Op::linear_cross_entropy_grad_from_dlogits, {bf16({32 + 6 * 64}), bf16({6, 5}), bf16({7, 5}), f32({6})}, f32_loss,
-       bf16({6 * 5 + 7 * 5}), ""},
+       bf16({6 * 5 + 64 * 5}), ""},
       {Op::linear_cross_entropy_grad_from_dlogits, {bf16({6 * 64}), bf16({6, 5}), bf16({7, 5}), f32({6})}, f32_loss, {},
        "takes linear_cross_entropy_and_dlogits's bf16[416]"},
   };

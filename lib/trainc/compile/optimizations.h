@@ -39,6 +39,8 @@ enum class Optimization {
                        // (runtime/parameter_casts)
   attention_bias_sums,  // inductor, GPU: a fused q-k-v projection's bias gradient summed by the kernel that stacks
                         // attention's dq, dk and dv (passes/attention_bias_sums)
+  embedding_grad_add,   // inductor: a tied embedding's gradient added into the head's by a scatter into a copy of it
+                        // (passes/embedding_grad_add)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

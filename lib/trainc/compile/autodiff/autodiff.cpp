@@ -387,6 +387,7 @@ bool has_gradient_rule(Op op) {
     case Op::matmul_to_float:
     case Op::attention_grad_and_bias_sums:
     case Op::attention_lse:
+    case Op::embedding_grad_add:
       return false;
     default:
       return true;

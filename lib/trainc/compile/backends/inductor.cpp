@@ -10,6 +10,7 @@
 #include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/passes/attention_bias_sums.h"
+#include "trainc/compile/passes/embedding_grad_add.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
 #include "trainc/compile/passes/products_to_float.h"
@@ -58,6 +59,7 @@ LibrarySource library_source(const codegen::RenderedProgram& rendered) {
 ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std::string& name = "") {
   ProgramBuild build;
   build.graph = ir::transpose_products(ir::slice_grads_to_concat(program));
+  if (optimization_enabled(Optimization::embedding_grad_add)) build.graph = ir::embedding_grad_add(build.graph);
   if (optimization_enabled(Optimization::sum_to_float)) build.graph = ir::sums_of_widened(build.graph);
   // On a GPU, a fused q-k-v projection's bias gradient summed as attention's gradients are stacked.
   if (device.is_cuda() && optimization_enabled(Optimization::attention_bias_sums)) build.graph = ir::attention_bias_sums(build.graph);

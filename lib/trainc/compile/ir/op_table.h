@@ -82,7 +82,8 @@ enum class OpKind : uint8_t {
   X(attention_grad_from_lse, kExtern, 6) \
   X(matmul_to_float, kExtern, 2)   \
   X(attention_grad_and_bias_sums, kExtern, 6) \
-  X(attention_lse, kExtern, 1)
+  X(attention_lse, kExtern, 1)    \
+  X(embedding_grad_add, kExtern, 3)
 // clang-format on
 
 enum class Op : uint8_t {

@@ -41,13 +41,17 @@
 //   linear_cross_entropy_and_dlogits  (x, weight, targets) as linear_cross_entropy -> x's dtype
 //                [layout.total]: the losses and each row's unscaled gradient over its logits, laid
 //                out as linear_cross_entropy_layout says (graph.h)
-//   linear_cross_entropy_grad_from_dlogits  (that buffer, x, weight, grad [N]) -> as
-//                linear_cross_entropy_grad: x's and the weight's gradients from the saved ones
+//   linear_cross_entropy_grad_from_dlogits  (that buffer, x, weight, grad [N]) -> x's dtype
+//                [N * C + P * C]: x's and the weight's gradients from the saved ones, as
+//                linear_cross_entropy_grad lays them out but with the weight's padded to the
+//                layout's P rows (the GEMM writes them there; the rows past V are 0)
 //   attention_grad_and_bias_sums  as attention_grad_from_lse -> q's dtype [layout.total]: the
 //                gradients and their column sums over B * T rows (a fused q-k-v projection's bias
 //                gradient), laid out as attention_grad_sums_layout says (graph.h)
 //   matmul_to_float  a bf16 or f16 [m, k] x [k, n] -> f32 [m, n]: the product accumulated and
 //                returned in float32, as cast(matmul(a, b), f32) without rounding to a's dtype first
+//   embedding_grad_add  (base [vocab, dim] floating, grad, indices) as embedding_grad -> its type:
+//                cast(base, grad's dtype) + embedding_grad(grad, indices)
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -177,7 +181,10 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
                                  in[0].str());
       const TensorType loss{attrs.dtype, {in[1].shape[0]}};
       require(in[3] == loss, "linear_cross_entropy_grad_from_dlogits's grad must be the loss's type " + loss.str() + ", got " + in[3].str());
-      return extern_type(Op::linear_cross_entropy_grad, {in[1], in[2], {DType::i64, {in[1].shape[0]}}, in[3]}, attrs);
+      (void)extern_type(Op::linear_cross_entropy_grad, {in[1], in[2], {DType::i64, {in[1].shape[0]}}, in[3]}, attrs);
+      LinearCrossEntropyLayout layout;
+      linear_cross_entropy_layout(in[1].shape[0], in[2].shape[0], dtype_bytes(in[1].dtype), dtype_bytes(attrs.dtype), layout);  // checked above
+      return {in[1].dtype, {in[1].numel() + layout.padded_vocabulary * in[2].shape[1]}};
     }
     case Op::linear_cross_entropy_and_dlogits:
     case Op::linear_cross_entropy:
@@ -238,6 +245,12 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       require(attrs.ints.size() == 1 && attrs.ints[0] >= 1, "embedding_grad needs ints {vocab}");
       require(in[1].dtype == DType::i64 && in[0].rank() == in[1].rank() + 1, "embedding_grad takes grad [..., dim] and i64 indices [...]");
       return {in[0].dtype, {attrs.ints[0], in[0].shape.back()}};
+    }
+    case Op::embedding_grad_add: {
+      const TensorType sum = extern_type(Op::embedding_grad, {in[1], in[2]}, attrs);
+      require(is_floating(in[0].dtype) && in[0].shape == sum.shape,
+              "embedding_grad_add adds into a floating " + shape_text(sum.shape) + ", got " + in[0].str());
+      return sum;
     }
     case Op::conv2d_input_grad:
     case Op::conv2d_weight_grad: {

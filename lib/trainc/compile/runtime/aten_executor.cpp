@@ -12,6 +12,7 @@
 #include "trainc/compat/library_variants.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/runtime/column_sums.h"
+#include "trainc/compile/runtime/embedding_grad_add.h"
 #include "trainc/compile/runtime/linear_cross_entropy.h"
 
 namespace trainc::ir {
@@ -226,6 +227,7 @@ at::Tensor run_conv2d(const Inputs& in, const Attributes& a, at::Device device) 
 at::Tensor run_concat(const Inputs& in, const Attributes& a, at::Device device) { return concat(in, a.ints[0]); }
 at::Tensor run_slice_backward(const Inputs& in, const Attributes& a, at::Device device) { return at::slice_backward(in[0], tail(a.ints, 4), a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
 at::Tensor run_embedding_grad(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding_dense_backward(in[0], in[1], a.ints[0], -1, false); }
+at::Tensor run_embedding_grad_add(const Inputs& in, const Attributes& a, at::Device device) { return embedding_grad_add(in[0], in[1], in[2]); }
 at::Tensor run_conv2d_input_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 0); }
 at::Tensor run_conv2d_weight_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 1); }
 // One GEMM with the bias as its C operand, as eager's linear and addmm run: the sum is rounded

@@ -5,6 +5,7 @@
 #include "trainc/common/error.h"
 #include "trainc/compile/ir/graph.h"
 #include "trainc/compile/runtime/cross_entropy_rows.h"
+#include "trainc/compile/runtime/scaled_rows.h"
 
 namespace trainc {
 namespace {
@@ -129,21 +130,22 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
 }
 
 at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad) {
-  const int64_t rows = x.size(0), width = x.size(1), vocabulary = weight.size(0);
+  const int64_t rows = x.size(0), width = x.size(1);
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, grad.scalar_type());
-  const at::Tensor dlogits = packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary).view({rows, layout.padded_vocabulary});
-  const at::Tensor row_scale = grad.unsqueeze(1);
-  at::Tensor result = at::empty({rows * width + vocabulary * width}, x.options());
+  const int64_t padded = layout.padded_vocabulary;
+  const at::Tensor dlogits = packed.narrow(0, layout.dlogits_offset, rows * padded).view({rows, padded});
+  at::Tensor result = at::empty({rows * width + padded * width}, x.options());
   at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});
   // Each row of D @ weight, rounded to x's dtype by the GEMM, then scaled by its grad and rounded
   // again; the padding columns of D meet the padding's zero rows.
-  at::mm_out(x_grad, dlogits, padded_to(weight, layout.padded_vocabulary));
-  x_grad.mul_(row_scale);
-  // Each row scaled in float32 and rounded once to x's dtype, by one kernel (no float32 copy of x).
+  at::mm_out(x_grad, dlogits, padded_to(weight, padded));
+  scale_rows_into(x_grad, x_grad, grad);
+  // Each row scaled in float32 and rounded once to x's dtype (no float32 copy of x).
   at::Tensor scaled_x = at::empty_like(x, at::MemoryFormat::Contiguous);
-  at::mul_out(scaled_x, x, row_scale);
-  const at::Tensor weight_grad = at::mm(dlogits.t(), scaled_x);
-  result.narrow(0, rows * width, vocabulary * width).view({vocabulary, width}).copy_(weight_grad.narrow(0, 0, vocabulary));
+  scale_rows_into(scaled_x, x.contiguous(), grad);
+  // Written where it is returned, padding rows and all: D's padding columns are 0, so are they.
+  at::Tensor weight_grad = result.narrow(0, rows * width, padded * width).view({padded, width});
+  at::mm_out(weight_grad, dlogits.t(), scaled_x);
   return result;
 }
 

@@ -1,0 +1,108 @@
+#include "trainc/compile/runtime/embedding_grad_add.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+
+#include "trainc/compile/codegen/cuda_kernels.h"
+#include "trainc/compile/runtime/cuda_modules.h"
+
+namespace trainc {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kRowsPerBlock = kBlock / 32;  // a warp a row
+constexpr int64_t kMaxBlocks = int64_t{1} << 20;
+
+// After the generated kernels' prelude (types, k_load8, k_store8).
+constexpr const char* kKernels = R"(
+// trainc: a table widened to float32, then rows added into it at their indices.
+extern "C" __global__ void __launch_bounds__(256) trainc_widen_bf16(const uint16_t* __restrict__ in, float* __restrict__ out,
+                                                                   int64_t groups) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < groups; i += int64_t(gridDim.x) * blockDim.x) {
+    float v[8];
+    k_load8(in + 8 * i, v);
+    k_store8(out + 8 * i, v);
+  }
+}
+
+// Row r of `rows` ([n, width], width a multiple of 4, 16-byte aligned) added into row indices[r] of
+// `table` by warp r; an index outside [0, vocabulary) adds nothing (the caller checked them).
+extern "C" __global__ void __launch_bounds__(256) trainc_scatter_add_rows(const float* __restrict__ rows,
+    const int64_t* __restrict__ indices, float* table, int64_t n, int width, int64_t vocabulary) {
+  const int64_t r = blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (r >= n) return;
+  const int64_t index = indices[r];
+  if (index < 0 || index >= vocabulary) return;
+  const float4* from = reinterpret_cast<const float4*>(rows + r * width);
+  float* to = table + index * width;
+  for (int j = threadIdx.x & 31; j < width / 4; j += 32) {
+    const float4 v = from[j];
+#if __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float4*>(to) + j, v);
+#else
+    atomicAdd(to + 4 * j, v.x);
+    atomicAdd(to + 4 * j + 1, v.y);
+    atomicAdd(to + 4 * j + 2, v.z);
+    atomicAdd(to + 4 * j + 3, v.w);
+#endif
+  }
+}
+)";
+
+enum Kernel : std::size_t { kWiden, kScatter };
+
+const CudaModule& module() {
+  static std::once_flag once;
+  static std::shared_ptr<CudaModule> built;
+  std::call_once(once, [] {
+    const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
+    built = build_cuda_modules({{source, {"trainc_widen_bf16", "trainc_scatter_add_rows"}}}, compiler_settings_from_environment())
+                .front()
+                .module;
+  });
+  return *built;
+}
+
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+// Whether the kernels take these: CUDA, a contiguous bf16 or float32 base, contiguous float32 rows
+// of a width of whole 16-byte groups (8 bf16 elements for the widening), all 16-byte aligned.
+bool kernels_take(const at::Tensor& base, const at::Tensor& rows) {
+  const bool base_ok = base.scalar_type() == at::kFloat || (base.scalar_type() == at::kBFloat16 && base.size(1) % 8 == 0);
+  return TRAINC_WITH_CUDA && base.is_cuda() && base_ok && base.is_contiguous() && aligned16(base) && rows.scalar_type() == at::kFloat &&
+         rows.is_contiguous() && aligned16(rows) && rows.size(1) % 4 == 0 && rows.size(1) < (int64_t{1} << 31);
+}
+
+}  // namespace
+
+at::Tensor embedding_grad_add(const at::Tensor& base, const at::Tensor& grad, const at::Tensor& indices) {
+  const at::Tensor rows = grad.reshape({-1, grad.size(-1)});
+  const at::Tensor flat_indices = indices.reshape({-1});
+  at::Tensor table = at::empty(base.sizes(), grad.options().memory_format(at::MemoryFormat::Contiguous));
+  if (!kernels_take(base, rows)) {
+    table.copy_(base);
+    return table.index_add_(0, flat_indices, rows);
+  }
+  if (base.scalar_type() == at::kFloat) {
+    table.copy_(base);
+  } else if (int64_t groups = base.numel() / 8; groups > 0) {
+    void* in = base.data_ptr();
+    void* out = table.data_ptr();
+    void* parameters[] = {&in, &out, &groups};
+    module().launch_with(kWiden, std::min(kMaxBlocks, (groups + kBlock - 1) / kBlock), kBlock, parameters);
+  }
+  int64_t n = rows.size(0);
+  if (n == 0) return table;
+  const at::Tensor contiguous_indices = flat_indices.contiguous();
+  void* rows_data = rows.data_ptr();
+  void* index_data = contiguous_indices.data_ptr();
+  void* table_data = table.data_ptr();
+  int width = static_cast<int>(rows.size(1));
+  int64_t vocabulary = table.size(0);
+  void* parameters[] = {&rows_data, &index_data, &table_data, &n, &width, &vocabulary};
+  module().launch_with(kScatter, (n + kRowsPerBlock - 1) / kRowsPerBlock, kBlock, parameters);
+  return table;
+}
+
+}  // namespace trainc
