@@ -24,7 +24,7 @@ KINDS = [
     ("attention (cuDNN, flash, memory-efficient)", ("cudnn", "flash", "fmha", "attention")),
     ("trainc generated kernels", ("trainc_kernel",)),
     ("trainc cross-entropy kernels", ("trainc_cross_entropy",)),
-    ("multi-tensor (optimizer, clipping)", ("multi_tensor_apply",)),
+    ("multi-tensor (optimizer, clipping)", ("multi_tensor_apply", "trainc_adamw")),
     ("ATen reductions", ("reduce_kernel",)),
     ("copies, casts and fills", ("copy", "Memcpy", "Memset", "CatArray", "fill")),
     ("triton (torch.compile)", ("triton",)),

@@ -41,6 +41,8 @@ enum class Optimization {
                         // attention's dq, dk and dv (passes/attention_bias_sums)
   embedding_grad_add,   // inductor: a tied embedding's gradient added into the head's by a scatter into a copy of it
                         // (passes/embedding_grad_add)
+  adamw_kernel,         // GPU: the captured step's AdamW update by trainc's multi-tensor kernel, which does not write the
+                        // clipped gradients back as ATen's fused AdamW does (train/adamw_kernel)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

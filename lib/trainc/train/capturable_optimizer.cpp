@@ -4,6 +4,8 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/torch_compat.h"
+#include "trainc/compile/optimizations.h"
+#include "trainc/train/adamw_kernel.h"
 #include "trainc/train/foreach_adamw.h"
 
 namespace trainc {
@@ -51,6 +53,13 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
     const double beta1 = std::get<0>(options.betas());
     const double beta2 = std::get<1>(options.betas());
     at::_foreach_add_(steps, 1.0);
+    // On a GPU, trainc's kernel, which leaves the gradients unwritten (train/adamw_kernel), else ATen's.
+    if (optimization_enabled(Optimization::adamw_kernel) &&
+        adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, grad_divisor)) {
+      adamw_kernel_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2, options.weight_decay(), options.eps(),
+                          grad_divisor);
+      continue;
+    }
     if (fused_adamw_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2, options.weight_decay(),
                            options.eps(), grad_divisor)) {
       continue;

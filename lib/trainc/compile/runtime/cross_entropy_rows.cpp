@@ -44,7 +44,8 @@ template <int W> static __device__ __forceinline__ void store_logits(uint16_t* z
 // The exponential of each logit, twice a logit: __expf (one multiply and the hardware's ex2,
 // within 2 ulp plus the rounding of z * log2(e): about 1e-6 relative for logits up to 20) where
 // expf's full-range sequence is about 10 instructions. With two passes over 50,257 logits a row,
-// those instructions, not the memory, set GPT-2's pace. -inf gives 0 and NaN gives NaN, as expf.
+// the instructions count next to the memory: GPT-2's kernel went 1.371 -> 1.261 ms a step.
+// -inf gives 0 and NaN gives NaN, as expf.
 static __device__ __forceinline__ float fast_exp(float x) { return __expf(x); }
 
 // (m, s) is a maximum and the sum of exp(z - m) over the values seen; merged with another such pair.

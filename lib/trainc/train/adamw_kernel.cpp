@@ -1,0 +1,162 @@
+#include "trainc/train/adamw_kernel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+
+#include "trainc/common/error.h"
+#include "trainc/compile/codegen/cuda_kernels.h"
+#include "trainc/compile/runtime/cuda_modules.h"
+
+namespace trainc {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int64_t kChunk = 16384;  // elements a block updates: 16 float4 groups a thread
+constexpr int kTensorsPerLaunch = 32;
+
+// One launch's tensors, passed by value. Every field is 8 bytes, so the host's layout and the
+// kernel's are the same without padding rules to agree on.
+struct AdamWLists {
+  float* param[kTensorsPerLaunch];
+  const float* grad[kTensorsPerLaunch];
+  float* exp_avg[kTensorsPerLaunch];
+  float* exp_avg_sq[kTensorsPerLaunch];
+  const float* step[kTensorsPerLaunch];
+  long long numel[kTensorsPerLaunch];
+  long long block_start[kTensorsPerLaunch + 1];  // tensor t's chunks are blocks [block_start[t], block_start[t + 1])
+  long long count;
+};
+
+constexpr const char* kKernels = R"(
+// trainc: AdamW over up to 32 float32 tensors, the gradients divided as they are read.
+#define TRAINC_TENSORS 32
+#define TRAINC_CHUNK 16384
+struct AdamWLists {
+  float* param[TRAINC_TENSORS];
+  const float* grad[TRAINC_TENSORS];
+  float* exp_avg[TRAINC_TENSORS];
+  float* exp_avg_sq[TRAINC_TENSORS];
+  const float* step[TRAINC_TENSORS];
+  long long numel[TRAINC_TENSORS];
+  long long block_start[TRAINC_TENSORS + 1];
+  long long count;
+};
+
+struct AdamWScalars {
+  float lr, beta1, beta2, weight_decay, eps, step_size, bias_correction2_sqrt, divisor;
+  __device__ void update(float& p, float g, float& m, float& v) const {
+    g = g / divisor;
+    p -= lr * weight_decay * p;
+    m = beta1 * m + (1.0f - beta1) * g;
+    v = beta2 * v + (1.0f - beta2) * g * g;
+    p -= step_size * m / (sqrtf(v) / bias_correction2_sqrt + eps);
+  }
+};
+
+extern "C" __global__ void __launch_bounds__(256) trainc_adamw(const AdamWLists lists, const float* __restrict__ lr_ptr,
+    const float* __restrict__ divisor_ptr, float beta1, float beta2, float weight_decay, float eps) {
+  int t = 0;
+  while (t + 1 < lists.count && blockIdx.x >= lists.block_start[t + 1]) ++t;
+  const long long begin = (blockIdx.x - lists.block_start[t]) * TRAINC_CHUNK;
+  const long long end = min(begin + TRAINC_CHUNK, lists.numel[t]);
+  const float step = *lists.step[t];
+  AdamWScalars s;
+  s.lr = *lr_ptr;
+  s.beta1 = beta1, s.beta2 = beta2, s.weight_decay = weight_decay, s.eps = eps;
+  s.step_size = s.lr / (1.0f - powf(beta1, step));
+  s.bias_correction2_sqrt = sqrtf(1.0f - powf(beta2, step));
+  s.divisor = divisor_ptr != nullptr ? *divisor_ptr : 1.0f;
+  float* param = lists.param[t];
+  const float* grad = lists.grad[t];
+  float* exp_avg = lists.exp_avg[t];
+  float* exp_avg_sq = lists.exp_avg_sq[t];
+  const long long groups_end = end / 4;  // begin is a multiple of 4; the last chunk may end in a partial group
+  for (long long i = begin / 4 + threadIdx.x; i < groups_end; i += blockDim.x) {
+    float4 p = reinterpret_cast<float4*>(param)[i];
+    const float4 g = reinterpret_cast<const float4*>(grad)[i];
+    float4 m = reinterpret_cast<float4*>(exp_avg)[i];
+    float4 v = reinterpret_cast<float4*>(exp_avg_sq)[i];
+    s.update(p.x, g.x, m.x, v.x);
+    s.update(p.y, g.y, m.y, v.y);
+    s.update(p.z, g.z, m.z, v.z);
+    s.update(p.w, g.w, m.w, v.w);
+    reinterpret_cast<float4*>(param)[i] = p;
+    reinterpret_cast<float4*>(exp_avg)[i] = m;
+    reinterpret_cast<float4*>(exp_avg_sq)[i] = v;
+  }
+  for (long long i = groups_end * 4 + threadIdx.x; i < end; i += blockDim.x) s.update(param[i], grad[i], exp_avg[i], exp_avg_sq[i]);
+}
+)";
+
+const CudaModule& module() {
+  static std::once_flag once;
+  static std::shared_ptr<CudaModule> built;
+  std::call_once(once, [] {
+    const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
+    built = build_cuda_modules({{source, {"trainc_adamw"}}}, compiler_settings_from_environment()).front().module;
+  });
+  return *built;
+}
+
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+bool device_float_scalar(const at::Tensor& t, const at::Device& device) {
+  return t.defined() && t.device() == device && t.scalar_type() == at::kFloat && t.numel() == 1;
+}
+
+bool float_tensor_like(const at::Tensor& t, const at::Tensor& param) {
+  return t.device() == param.device() && t.scalar_type() == at::kFloat && t.is_contiguous() && aligned16(t) && t.numel() == param.numel();
+}
+
+}  // namespace
+
+bool adamw_kernel_takes(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                        at::TensorList steps, const at::Tensor& learning_rate, const at::Tensor& grad_divisor) {
+  if (!TRAINC_WITH_CUDA || params.empty() || !params.front().is_cuda()) return false;
+  const std::size_t n = params.size();
+  if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n || steps.size() != n) return false;
+  const at::Device device = params.front().device();
+  if (!device_float_scalar(learning_rate, device) || (grad_divisor.defined() && !device_float_scalar(grad_divisor, device))) return false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const at::Tensor& p = params[i];
+    if (!float_tensor_like(p, p) || !float_tensor_like(grads[i], p) || !float_tensor_like(exp_avgs[i], p) ||
+        !float_tensor_like(exp_avg_sqs[i], p) || !device_float_scalar(steps[i], device)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                         at::TensorList steps, const at::Tensor& learning_rate, double beta1, double beta2, double weight_decay,
+                         double eps, const at::Tensor& grad_divisor) {
+  TRAINC_CHECK(adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate, grad_divisor),
+               "adamw_kernel_update: tensors the kernel does not take (adamw_kernel_takes says which it does)");
+  const void* lr_data = learning_rate.data_ptr();
+  const void* divisor_data = grad_divisor.defined() ? grad_divisor.data_ptr() : nullptr;
+  float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2), wd = static_cast<float>(weight_decay), e = static_cast<float>(eps);
+  for (std::size_t first = 0; first < params.size(); first += kTensorsPerLaunch) {
+    AdamWLists lists{};
+    const std::size_t count = std::min<std::size_t>(kTensorsPerLaunch, params.size() - first);
+    long long blocks = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::size_t i = first + k;
+      lists.param[k] = params[i].data_ptr<float>();
+      lists.grad[k] = grads[i].data_ptr<float>();
+      lists.exp_avg[k] = exp_avgs[i].data_ptr<float>();
+      lists.exp_avg_sq[k] = exp_avg_sqs[i].data_ptr<float>();
+      lists.step[k] = steps[i].data_ptr<float>();
+      lists.numel[k] = params[i].numel();
+      lists.block_start[k] = blocks;
+      blocks += (params[i].numel() + kChunk - 1) / kChunk;
+    }
+    lists.block_start[count] = blocks;
+    lists.count = static_cast<long long>(count);
+    if (blocks == 0) continue;
+    void* parameters[] = {&lists, &lr_data, &divisor_data, &b1, &b2, &wd, &e};
+    module().launch_with(0, blocks, kBlock, parameters);
+  }
+}
+
+}  // namespace trainc
