@@ -1,6 +1,6 @@
 // trainc's AdamW kernel (train/adamw_kernel) against ATen's fused AdamW on the GPU: 40 parameters
 // (two launches of up to 32) of sizes that leave partial chunks and partial 4-element groups, and
-// an empty one, over 5 steps with weight decay, with and without a gradient divisor. Parameters and
+// two empty ones, over 5 steps with weight decay, with and without a gradient divisor. Parameters and
 // moments agree within 1e-6 of the largest element (ATen rounds a few products through float64),
 // and the gradients are left as they were, where ATen's writes them back divided.
 #include <catch2/catch.hpp>

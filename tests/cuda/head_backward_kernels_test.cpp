@@ -23,6 +23,7 @@ TEST_CASE("rows scaled by a float32 factor each match ATen's multiply bit for bi
     const at::Tensor scale = torch::randn({300}, cuda) * (torch::rand({300}, cuda) > 0.1);
     const at::Tensor expected = at::mul(rows, scale.unsqueeze(1)).to(dtype);
     at::Tensor out = torch::empty_like(rows);
+    CHECK(scale_rows_kernel_takes(out, rows, scale) == (width == 768 && dtype == torch::kBFloat16));
     scale_rows_into(out, rows, scale);
     CHECK(torch::equal(out, expected));
     at::Tensor in_place = rows.clone();
@@ -40,6 +41,7 @@ TEST_CASE("embedding_grad_add adds an embedding's gradient into a widened table"
     const at::Tensor base = torch::randn({vocabulary, width}, cuda).to(dtype);
     const at::Tensor grad = torch::randn({4, 700, width}, cuda);
     const at::Tensor indices = torch::randint(0, vocabulary, {4, 700}, cuda.dtype(torch::kLong));  // repeats: 2800 rows into 1000
+    CHECK(embedding_grad_add_kernels_take(base, grad, indices) == (width == 64));
     const at::Tensor got = embedding_grad_add(base, grad, indices);
     const at::Tensor expected = base.to(torch::kFloat) + at::embedding_dense_backward(grad, indices, vocabulary, -1, false);
     REQUIRE(got.scalar_type() == torch::kFloat);

@@ -247,8 +247,8 @@ TEST_CASE("clipping's factor inside the fused AdamW on the GPU equals clipping t
     for (const torch::Tensor& p : inside.params) unclipped.push_back(p.grad().clone());
     const torch::Tensor measured = clipped_step(*inside.optimizer, inside.params, 0.5);
     CHECK(measured.item<double>() == Approx(norm.item<double>()).epsilon(1e-6));
-    // trainc's AdamW kernel divides each gradient as it reads it and leaves .grad as it was (ATen's
-    // fused AdamW would write the divided gradients back).
+    // trainc's AdamW kernel (on by default; it takes every group here) divides each gradient as it
+    // reads it and leaves .grad as it was (ATen's fused AdamW would write the divided gradients back).
     for (std::size_t i = 0; i < inside.params.size(); ++i) CHECK(torch::equal(inside.params[i].grad(), unclipped[i]));
   }
   for (std::size_t i = 0; i < inside.params.size(); ++i) {

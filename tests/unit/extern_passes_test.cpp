@@ -209,4 +209,11 @@ TEST_CASE("embedding_grad_add adds a tied embedding's gradient into the head's",
   CHECK(op_counts(shared_cast)[Op::cast] == 1);
   const Graph shared_embedding = build(true, false, false);
   CHECK(to_text(embedding_grad_add(shared_embedding)) == to_text(shared_embedding));
+  // A bf16 embedding gradient stays ATen's, which sums each index's rows in float32.
+  Graph low;
+  const ValueId low_head = low.add_input("head_grad", {DType::bf16, {vocabulary, dim}});
+  const ValueId low_rows = low.add_input("rows", {DType::bf16, {4, 16, dim}});
+  const ValueId low_indices = low.add_input("indices", {DType::i64, {4, 16}});
+  low.mark_output(low.add(Op::add, {low_head, low.add(Op::embedding_grad, {low_rows, low_indices}, ints({vocabulary}))}));
+  CHECK(to_text(embedding_grad_add(low)) == to_text(low));
 }

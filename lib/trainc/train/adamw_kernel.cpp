@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
+#include <string>
 
 #include "trainc/common/error.h"
-#include "trainc/compile/codegen/cuda_kernels.h"
-#include "trainc/compile/runtime/cuda_modules.h"
+#include "trainc/compile/runtime/runtime_kernels.h"
 
 namespace trainc {
 namespace {
@@ -27,11 +26,11 @@ struct AdamWLists {
   long long block_start[kTensorsPerLaunch + 1];  // tensor t's chunks are blocks [block_start[t], block_start[t + 1])
   long long count;
 };
+static_assert(sizeof(AdamWLists) == 8 * (7 * kTensorsPerLaunch + 2), "AdamWLists must have no padding, as the kernel's");
 
+// The kernel's source after the host's constants (so the two cannot disagree).
 constexpr const char* kKernels = R"(
-// trainc: AdamW over up to 32 float32 tensors, the gradients divided as they are read.
-#define TRAINC_TENSORS 32
-#define TRAINC_CHUNK 16384
+// trainc: AdamW over up to TRAINC_TENSORS float32 tensors, the gradients divided as they are read.
 struct AdamWLists {
   float* param[TRAINC_TENSORS];
   const float* grad[TRAINC_TENSORS];
@@ -89,24 +88,19 @@ extern "C" __global__ void __launch_bounds__(256) trainc_adamw(const AdamWLists 
 }
 )";
 
-const CudaModule& module() {
-  static std::once_flag once;
-  static std::shared_ptr<CudaModule> built;
-  std::call_once(once, [] {
-    const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
-    built = build_cuda_modules({{source, {"trainc_adamw"}}}, compiler_settings_from_environment()).front().module;
-  });
-  return *built;
+RuntimeKernels& kernels() {
+  static RuntimeKernels built("#define TRAINC_TENSORS " + std::to_string(kTensorsPerLaunch) + "\n#define TRAINC_CHUNK " +
+                                  std::to_string(kChunk) + "\n" + kKernels,
+                              {"trainc_adamw"});
+  return built;
 }
-
-bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 bool device_float_scalar(const at::Tensor& t, const at::Device& device) {
   return t.defined() && t.device() == device && t.scalar_type() == at::kFloat && t.numel() == 1;
 }
 
 bool float_tensor_like(const at::Tensor& t, const at::Tensor& param) {
-  return t.device() == param.device() && t.scalar_type() == at::kFloat && t.is_contiguous() && aligned16(t) && t.numel() == param.numel();
+  return t.device() == param.device() && t.scalar_type() == at::kFloat && t.is_contiguous() && aligned_to_16_bytes(t) && t.numel() == param.numel();
 }
 
 }  // namespace
@@ -155,7 +149,7 @@ void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::Tensor
     lists.count = static_cast<long long>(count);
     if (blocks == 0) continue;
     void* parameters[] = {&lists, &lr_data, &divisor_data, &b1, &b2, &wd, &e};
-    module().launch_with(0, blocks, kBlock, parameters);
+    kernels().launch(0, blocks, kBlock, parameters);
   }
 }
 

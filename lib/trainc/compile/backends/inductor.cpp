@@ -59,7 +59,6 @@ LibrarySource library_source(const codegen::RenderedProgram& rendered) {
 ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std::string& name = "") {
   ProgramBuild build;
   build.graph = ir::transpose_products(ir::slice_grads_to_concat(program));
-  if (optimization_enabled(Optimization::embedding_grad_add)) build.graph = ir::embedding_grad_add(build.graph);
   if (optimization_enabled(Optimization::sum_to_float)) build.graph = ir::sums_of_widened(build.graph);
   // On a GPU, a fused q-k-v projection's bias gradient summed as attention's gradients are stacked.
   if (device.is_cuda() && optimization_enabled(Optimization::attention_bias_sums)) build.graph = ir::attention_bias_sums(build.graph);
@@ -68,6 +67,7 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std
   if (matmul_to_float_in_one_gemm(device) && optimization_enabled(Optimization::matmul_to_float)) {
     build.graph = ir::products_to_float(build.graph);
   }
+  if (optimization_enabled(Optimization::embedding_grad_add)) build.graph = ir::embedding_grad_add(build.graph);
   build.graph = ir::sink_pointwise(build.graph);
   ir::verify(build.graph);
   // On a GPU, sums over leading dimensions (parameter gradients) join the kernels that make what

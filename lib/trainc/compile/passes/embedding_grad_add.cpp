@@ -9,7 +9,8 @@ Graph embedding_grad_add(const Graph& graph) {
   const auto read_once = [&](ValueId id) { return uses[static_cast<std::size_t>(id)] == 1; };
   return rewrite_nodes(graph, [&](ValueId id, Graph& result, const std::vector<ValueId>& new_id) -> ValueId {
     const Node& node = graph.node(id);
-    if (node.op != Op::add) return -1;
+    // Low-precision gradients are left to ATen's embedding backward, which sums in float32.
+    if (node.op != Op::add || (node.type.dtype != DType::f32 && node.type.dtype != DType::f64)) return -1;
     for (std::size_t side = 0; side < 2; ++side) {
       const ValueId scattered = node.inputs[side], other = node.inputs[1 - side];
       const Node& embedding = graph.node(scattered);

@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <mutex>
 
-#include "trainc/compile/codegen/cuda_kernels.h"
-#include "trainc/compile/runtime/cuda_modules.h"
+#include "trainc/compile/runtime/runtime_kernels.h"
 
 namespace trainc {
 namespace {
@@ -152,18 +150,10 @@ struct StackedParts {
 };
 static_assert(sizeof(StackedParts) == 96, "StackedParts must match the kernel's parameter");
 
-const CudaModule& module() {
-  static std::once_flag once;
-  static std::shared_ptr<CudaModule> built;
-  std::call_once(once, [] {
-    const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
-    built = build_cuda_modules({{source, {"trainc_column_sums_bf16", "trainc_column_sums_f32", "trainc_stack_column_sums_bf16",
-                                          "trainc_column_sums_finish"}}},
-                               compiler_settings_from_environment())
-                .front()
-                .module;
-  });
-  return *built;
+RuntimeKernels& kernels() {
+  static RuntimeKernels built(kKernels, {"trainc_column_sums_bf16", "trainc_column_sums_f32", "trainc_stack_column_sums_bf16",
+                                         "trainc_column_sums_finish"});
+  return built;
 }
 
 // How a [rows, columns] matrix is cut: tiles of 32 groups of columns, splits of rows, about
@@ -196,19 +186,17 @@ void launch_split_sums(Kernel kernel, std::vector<void*> leading, Splits splits,
                           static_cast<void*>(&splits.tiles), static_cast<void*>(&partial_data)}) {
     leading.push_back(parameter);
   }
-  module().launch_with(kernel, static_cast<int64_t>(splits.tiles) * splits.count, kBlock, leading.data());
+  kernels().launch(kernel, static_cast<int64_t>(splits.tiles) * splits.count, kBlock, leading.data());
   void* out_data = out.data_ptr();
   void* finish_parameters[] = {&partial_data, &splits.count, &splits.columns, &out_data};
-  module().launch_with(kFinish, (splits.columns + kBlock - 1) / kBlock, kBlock, finish_parameters);
+  kernels().launch(kFinish, (splits.columns + kBlock - 1) / kBlock, kBlock, finish_parameters);
 }
-
-bool aligned(const at::Tensor& x) { return reinterpret_cast<std::uintptr_t>(x.data_ptr()) % 16 == 0; }
 
 }  // namespace
 
 bool column_sums_supported(const at::Tensor& x, const std::vector<int64_t>& axes) {
   if (!TRAINC_WITH_CUDA || !x.is_cuda() || (x.scalar_type() != at::kBFloat16 && x.scalar_type() != at::kFloat) || !x.is_contiguous() ||
-      !aligned(x) || axes.empty() || static_cast<int64_t>(axes.size()) >= x.dim()) {
+      !aligned_to_16_bytes(x) || axes.empty() || static_cast<int64_t>(axes.size()) >= x.dim()) {
     return false;
   }
   std::vector<int64_t> sorted = axes;
@@ -241,12 +229,12 @@ at::Tensor column_sums(const at::Tensor& x, int64_t count) {
 }
 
 bool stack_column_sums_supported(const std::array<at::Tensor, 3>& parts, const at::Tensor& stacked) {
-  if (!TRAINC_WITH_CUDA || !stacked.is_cuda() || stacked.scalar_type() != at::kBFloat16 || !stacked.is_contiguous() || !aligned(stacked)) {
+  if (!TRAINC_WITH_CUDA || !stacked.is_cuda() || stacked.scalar_type() != at::kBFloat16 || !stacked.is_contiguous() || !aligned_to_16_bytes(stacked)) {
     return false;
   }
   for (const at::Tensor& part : parts) {
     if (!part.is_cuda() || part.scalar_type() != at::kBFloat16 || part.dim() != 4 || part.sizes() != parts[0].sizes() || part.stride(3) != 1 ||
-        part.size(3) % 8 != 0 || !aligned(part)) {
+        part.size(3) % 8 != 0 || !aligned_to_16_bytes(part)) {
       return false;
     }
     for (int64_t d = 0; d < 3; ++d) {

@@ -1,11 +1,9 @@
 #include "trainc/compile/runtime/cross_entropy_rows.h"
 
 #include <cstdint>
-#include <mutex>
 
 #include "trainc/common/error.h"
-#include "trainc/compile/codegen/cuda_kernels.h"
-#include "trainc/compile/runtime/cuda_modules.h"
+#include "trainc/compile/runtime/runtime_kernels.h"
 
 namespace trainc {
 namespace {
@@ -199,19 +197,11 @@ bool rows_aligned(const at::Tensor& logits) {
   return reinterpret_cast<std::uintptr_t>(logits.data_ptr()) % 16 == 0 && logits.stride(0) % kVector == 0;
 }
 
-const CudaModule& module() {
-  static std::once_flag once;
-  static std::shared_ptr<CudaModule> built;
-  std::call_once(once, [] {
-    const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
-    built = build_cuda_modules({{source, {"trainc_cross_entropy_forward8", "trainc_cross_entropy_backward8",
-                                          "trainc_cross_entropy_loss_and_gradient8", "trainc_cross_entropy_forward1",
-                                          "trainc_cross_entropy_backward1", "trainc_cross_entropy_loss_and_gradient1"}}},
-                               compiler_settings_from_environment())
-                .front()
-                .module;
-  });
-  return *built;
+RuntimeKernels& kernels() {
+  static RuntimeKernels built(kKernels, {"trainc_cross_entropy_forward8", "trainc_cross_entropy_backward8",
+                                         "trainc_cross_entropy_loss_and_gradient8", "trainc_cross_entropy_forward1",
+                                         "trainc_cross_entropy_backward1", "trainc_cross_entropy_loss_and_gradient1"});
+  return built;
 }
 
 // The kernels that write each row's loss, whose parameters are (logits, row stride, vocabulary,
@@ -226,7 +216,7 @@ void launch_writing_losses(Kernel vector, Kernel scalar, const at::Tensor& logit
   float smoothing_f = static_cast<float>(smoothing);
   void* loss_data = loss.data_ptr();
   void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &smoothing_f, &loss_data};
-  module().launch_with(rows_aligned(logits) ? vector : scalar, logits.size(0), kBlock, parameters);
+  kernels().launch(rows_aligned(logits) ? vector : scalar, logits.size(0), kBlock, parameters);
 }
 
 }  // namespace
@@ -253,7 +243,7 @@ void cross_entropy_rows_backward(at::Tensor& logits, const at::Tensor& targets, 
   void* grad_data = contiguous_grad.data_ptr();
   float smoothing_f = static_cast<float>(smoothing);
   void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &grad_data, &smoothing_f};
-  module().launch_with(rows_aligned(logits) ? kBackwardVector : kBackwardScalar, logits.size(0), kBlock, parameters);
+  kernels().launch(rows_aligned(logits) ? kBackwardVector : kBackwardScalar, logits.size(0), kBlock, parameters);
 }
 
 void cross_entropy_rows_loss_and_dlogits(at::Tensor& logits, const at::Tensor& targets, double smoothing, at::Tensor& loss) {

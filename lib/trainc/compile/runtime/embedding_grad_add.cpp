@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
 
-#include "trainc/compile/codegen/cuda_kernels.h"
-#include "trainc/compile/runtime/cuda_modules.h"
+#include "trainc/compile/runtime/runtime_kernels.h"
 
 namespace trainc {
 namespace {
@@ -52,35 +50,27 @@ extern "C" __global__ void __launch_bounds__(256) trainc_scatter_add_rows(const 
 
 enum Kernel : std::size_t { kWiden, kScatter };
 
-const CudaModule& module() {
-  static std::once_flag once;
-  static std::shared_ptr<CudaModule> built;
-  std::call_once(once, [] {
-    const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
-    built = build_cuda_modules({{source, {"trainc_widen_bf16", "trainc_scatter_add_rows"}}}, compiler_settings_from_environment())
-                .front()
-                .module;
-  });
-  return *built;
-}
-
-bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
-
-// Whether the kernels take these: CUDA, a contiguous bf16 or float32 base, contiguous float32 rows
-// of a width of whole 16-byte groups (8 bf16 elements for the widening), all 16-byte aligned.
-bool kernels_take(const at::Tensor& base, const at::Tensor& rows) {
-  const bool base_ok = base.scalar_type() == at::kFloat || (base.scalar_type() == at::kBFloat16 && base.size(1) % 8 == 0);
-  return TRAINC_WITH_CUDA && base.is_cuda() && base_ok && base.is_contiguous() && aligned16(base) && rows.scalar_type() == at::kFloat &&
-         rows.is_contiguous() && aligned16(rows) && rows.size(1) % 4 == 0 && rows.size(1) < (int64_t{1} << 31);
+RuntimeKernels& kernels() {
+  static RuntimeKernels built(kKernels, {"trainc_widen_bf16", "trainc_scatter_add_rows"});
+  return built;
 }
 
 }  // namespace
+
+bool embedding_grad_add_kernels_take(const at::Tensor& base, const at::Tensor& grad, const at::Tensor& indices) {
+  if (!TRAINC_WITH_CUDA || !base.is_cuda() || grad.device() != base.device() || indices.device() != base.device()) return false;
+  const at::Tensor rows = grad.reshape({-1, grad.size(-1)});
+  const bool base_ok = base.scalar_type() == at::kFloat || (base.scalar_type() == at::kBFloat16 && base.size(1) % 8 == 0);
+  return base_ok && base.dim() == 2 && base.is_contiguous() && aligned_to_16_bytes(base) && rows.scalar_type() == at::kFloat &&
+         rows.is_contiguous() && aligned_to_16_bytes(rows) && rows.size(1) == base.size(1) && rows.size(1) % 4 == 0 &&
+         rows.size(1) < (int64_t{1} << 31) && indices.scalar_type() == at::kLong;
+}
 
 at::Tensor embedding_grad_add(const at::Tensor& base, const at::Tensor& grad, const at::Tensor& indices) {
   const at::Tensor rows = grad.reshape({-1, grad.size(-1)});
   const at::Tensor flat_indices = indices.reshape({-1});
   at::Tensor table = at::empty(base.sizes(), grad.options().memory_format(at::MemoryFormat::Contiguous));
-  if (!kernels_take(base, rows)) {
+  if (!embedding_grad_add_kernels_take(base, grad, indices)) {
     table.copy_(base);
     return table.index_add_(0, flat_indices, rows);
   }
@@ -90,7 +80,7 @@ at::Tensor embedding_grad_add(const at::Tensor& base, const at::Tensor& grad, co
     void* in = base.data_ptr();
     void* out = table.data_ptr();
     void* parameters[] = {&in, &out, &groups};
-    module().launch_with(kWiden, std::min(kMaxBlocks, (groups + kBlock - 1) / kBlock), kBlock, parameters);
+    kernels().launch(kWiden, std::min(kMaxBlocks, (groups + kBlock - 1) / kBlock), kBlock, parameters);
   }
   int64_t n = rows.size(0);
   if (n == 0) return table;
@@ -101,7 +91,7 @@ at::Tensor embedding_grad_add(const at::Tensor& base, const at::Tensor& grad, co
   int width = static_cast<int>(rows.size(1));
   int64_t vocabulary = table.size(0);
   void* parameters[] = {&rows_data, &index_data, &table_data, &n, &width, &vocabulary};
-  module().launch_with(kScatter, (n + kRowsPerBlock - 1) / kRowsPerBlock, kBlock, parameters);
+  kernels().launch(kScatter, (n + kRowsPerBlock - 1) / kRowsPerBlock, kBlock, parameters);
   return table;
 }
 

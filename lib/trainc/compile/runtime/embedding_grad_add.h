@@ -1,7 +1,8 @@
-// defines: embedding_grad_add
+// defines: embedding_grad_add, embedding_grad_add_kernels_take
 //
 // The op passes/embedding_grad_add makes: a table's gradient from elsewhere (a tied head's) widened
-// into a new float32 table, then each row of an embedding's gradient added at its index. On a GPU,
+// into a new table of the embedding gradient's dtype (float32 or float64: the pass takes no other),
+// then each row of an embedding's gradient added at its index. On a GPU,
 // two kernels compiled once per process with NVRTC (runtime/cuda_modules): the widening, 16 bytes
 // a load, and the scatter, a warp a row adding 4 floats per atomic (one vector atomic on Hopper).
 // ATen's copy of bf16 into float32 and its index_add_ took 0.21 ms of GPT-2's step for this; they
@@ -16,5 +17,10 @@ namespace trainc {
 // base [V, D] (any floating dtype), grad [..., D], indices i64 [...] -> grad's dtype [V, D]:
 // base + the sum of grad's rows at their indices.
 at::Tensor embedding_grad_add(const at::Tensor& base, const at::Tensor& grad, const at::Tensor& indices);
+
+// Whether embedding_grad_add runs the kernels for these (else ATen's copy and index_add_): CUDA,
+// all on one device, a contiguous bf16 or float32 base [V, D], float32 gradient rows of D
+// contiguous elements, D a multiple of 4 (8 for a bf16 base), 16-byte aligned, i64 indices.
+bool embedding_grad_add_kernels_take(const at::Tensor& base, const at::Tensor& grad, const at::Tensor& indices);
 
 }  // namespace trainc

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
 
-#include "trainc/compile/codegen/cuda_kernels.h"
-#include "trainc/compile/runtime/cuda_modules.h"
+#include "trainc/compile/runtime/runtime_kernels.h"
 
 namespace trainc {
 namespace {
@@ -30,30 +28,22 @@ extern "C" __global__ void __launch_bounds__(256) trainc_scale_rows_bf16(const u
 }
 )";
 
-const CudaModule& module() {
-  static std::once_flag once;
-  static std::shared_ptr<CudaModule> built;
-  std::call_once(once, [] {
-    const std::string source = std::string(codegen::cuda_prelude()) + kKernels;
-    built = build_cuda_modules({{source, {"trainc_scale_rows_bf16"}}}, compiler_settings_from_environment()).front().module;
-  });
-  return *built;
-}
-
-bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
-
-// Whether the kernel takes these: CUDA, bf16 rows and output contiguous and 16-byte aligned, a
-// width of whole 16-byte groups, a float32 factor per row.
-bool kernel_takes(const at::Tensor& out, const at::Tensor& rows, const at::Tensor& scale) {
-  return TRAINC_WITH_CUDA && rows.is_cuda() && rows.scalar_type() == at::kBFloat16 && out.scalar_type() == at::kBFloat16 &&
-         rows.dim() == 2 && rows.is_contiguous() && out.is_contiguous() && out.sizes() == rows.sizes() && rows.size(1) % 8 == 0 &&
-         aligned16(rows) && aligned16(out) && scale.scalar_type() == at::kFloat && scale.numel() == rows.size(0);
+RuntimeKernels& kernels() {
+  static RuntimeKernels built(kKernels, {"trainc_scale_rows_bf16"});
+  return built;
 }
 
 }  // namespace
 
+bool scale_rows_kernel_takes(const at::Tensor& out, const at::Tensor& rows, const at::Tensor& scale) {
+  return TRAINC_WITH_CUDA && rows.is_cuda() && out.device() == rows.device() && scale.device() == rows.device() &&
+         rows.scalar_type() == at::kBFloat16 && out.scalar_type() == at::kBFloat16 && rows.dim() == 2 && rows.is_contiguous() &&
+         out.is_contiguous() && out.sizes() == rows.sizes() && rows.size(1) % 8 == 0 && aligned_to_16_bytes(rows) &&
+         aligned_to_16_bytes(out) && scale.scalar_type() == at::kFloat && scale.numel() == rows.size(0);
+}
+
 void scale_rows_into(at::Tensor& out, const at::Tensor& rows, const at::Tensor& scale) {
-  if (!kernel_takes(out, rows, scale)) {
+  if (!scale_rows_kernel_takes(out, rows, scale)) {
     at::mul_out(out, rows, scale.reshape({-1, 1}));
     return;
   }
@@ -65,7 +55,7 @@ void scale_rows_into(at::Tensor& out, const at::Tensor& rows, const at::Tensor& 
   void* scale_data = contiguous_scale.data_ptr();
   void* out_data = out.data_ptr();
   void* parameters[] = {&rows_data, &scale_data, &out_data, &groups, &groups_per_row};
-  module().launch_with(0, std::min(kMaxBlocks, (groups + kBlock - 1) / kBlock), kBlock, parameters);
+  kernels().launch(0, std::min(kMaxBlocks, (groups + kBlock - 1) / kBlock), kBlock, parameters);
 }
 
 }  // namespace trainc

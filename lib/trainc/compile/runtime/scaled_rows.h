@@ -1,4 +1,4 @@
-// defines: scale_rows_into
+// defines: scale_rows_into, scale_rows_kernel_takes
 //
 // Each row of a matrix times its own float32 factor, rounded once to the output's dtype: the
 // language-model head's backward scales x and x's gradient by each row's loss gradient this way
@@ -16,5 +16,10 @@ namespace trainc {
 // out[r, :] = rows[r, :] * scale[r] for rows [N, C], scale float32 [N], out of rows' shape and
 // dtype (it may be `rows` itself).
 void scale_rows_into(at::Tensor& out, const at::Tensor& rows, const at::Tensor& scale);
+
+// Whether scale_rows_into runs the kernel for these (else ATen's mul): CUDA, all on one device,
+// bf16 rows and output contiguous and 16-byte aligned, a width of whole 16-byte groups, a float32
+// factor per row.
+bool scale_rows_kernel_takes(const at::Tensor& out, const at::Tensor& rows, const at::Tensor& scale);
 
 }  // namespace trainc
