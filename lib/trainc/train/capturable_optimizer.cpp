@@ -4,7 +4,6 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/torch_compat.h"
-#include "trainc/compile/optimizations.h"
 #include "trainc/train/adamw_kernel.h"
 #include "trainc/train/foreach_adamw.h"
 
@@ -54,8 +53,7 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
     const double beta2 = std::get<1>(options.betas());
     at::_foreach_add_(steps, 1.0);
     // On a GPU, trainc's kernel, which leaves the gradients unwritten (train/adamw_kernel), else ATen's.
-    if (optimization_enabled(Optimization::adamw_kernel) &&
-        adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, grad_divisor)) {
+    if (adamw_kernel_ && adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, grad_divisor)) {
       adamw_kernel_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2, options.weight_decay(), options.eps(),
                           grad_divisor);
       continue;

@@ -16,6 +16,8 @@
 
 #include <unordered_map>
 
+#include "trainc/compile/optimizations.h"
+
 namespace trainc {
 
 class DeviceStateOptimizer {
@@ -40,6 +42,9 @@ class CapturableAdamW : public torch::optim::AdamW, public DeviceStateOptimizer 
   void scale_gradients_in_next_step(const at::Tensor& coefficient) { coefficient_ = coefficient; }
 
  private:
+  // trainc's AdamW kernel where it takes the tensors (switch adamw_kernel), decided when the
+  // optimizer is made rather than at every step.
+  const bool adamw_kernel_ = optimization_enabled(Optimization::adamw_kernel);
   at::Tensor coefficient_;                             // for the next step only; undefined: 1
   at::Tensor learning_rate_;                           // float32 scalar on the parameters' device
   std::unordered_map<const void*, at::Tensor> steps_;  // per parameter (TensorImpl), float32 on the device

@@ -194,7 +194,7 @@ enum Kernel : std::size_t { kForwardVector, kBackwardVector, kBothVector, kForwa
 
 // Whether every row of `logits` starts on a 16-byte boundary, so the kernels may read 8 at a time.
 bool rows_aligned(const at::Tensor& logits) {
-  return reinterpret_cast<std::uintptr_t>(logits.data_ptr()) % 16 == 0 && logits.stride(0) % kVector == 0;
+  return aligned_to_16_bytes(logits) && logits.stride(0) % kVector == 0;
 }
 
 RuntimeKernels& kernels() {
