@@ -18,7 +18,8 @@
 # Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs inductor reduce-overhead aot_eager
 # max-autotune max-autotune-no-cudagraphs max-autotune-again, and without-NAME: reduce-overhead with
 # the optimization NAME switched off, TRAINC_DISABLE_OPTIMIZATIONS=NAME (compile/optimizations.h),
-# or NAME fused_adamw: the foreach AdamW instead of the fused one; env-VAR=VALUE,VAR=VALUE:
+# or NAME fused_adamw: the foreach AdamW instead of the fused one; max-autotune-without-NAME: the
+# same in max-autotune (for gemm_algorithms, a max-autotune choice); env-VAR=VALUE,VAR=VALUE:
 # reduce-overhead with those environment variables set),
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
 # (Trainer, gpt2 case only: none default). TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
@@ -147,6 +148,7 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
       # the same again: the tuning cache holds the first run's choices, nothing is measured
       max-autotune-again) trainc_run "$case" "$run" --torch-compile-mode max-autotune ;;
       without-fused_adamw) trainc_run "$case" "$run" --torch-compile-mode reduce-overhead --optim adamw_torch ;;
+      max-autotune-without-*) TRAINC_GPU_RUN_WITHOUT=${run#max-autotune-without-} trainc_run "$case" "$run" --torch-compile-mode max-autotune ;;
       without-*) TRAINC_GPU_RUN_WITHOUT=${run#without-} trainc_run "$case" "$run" --torch-compile-mode reduce-overhead ;;
       env-*) TRAINC_GPU_RUN_ENV=${run#env-} trainc_run "$case" "$run" --torch-compile-mode reduce-overhead ;;
       # shellcheck disable=SC2046

@@ -3,7 +3,8 @@
 // gradients, on bf16 q, k, v laid out as a GPT's (views of one [B, T, 3, H, D] projection), against
 // the textbook formula in float64: each result within 2e-2 of the largest element (bf16 keeps 8
 // bits; softmax and three products round in between). Matrix products: cuBLAS and cuBLASLt on bf16
-// within 1e-2, and bf16 products written in float32 within float32 accumulation. Sums over leading dimensions split over the rows against ATen's,
+// within 1e-2, each of cuBLASLt's ranked algorithms called directly, and bf16 products written in
+// float32 within float32 accumulation. Sums over leading dimensions split over the rows against ATen's,
 // and attention's gradients stacked by the same kernel as it sums them. Then
 // max-autotune's choice on the GPU: measured once, recorded, read back.
 #include <catch2/catch.hpp>
@@ -15,12 +16,15 @@
 
 #include "support/posix_scratch_dir.h"
 #include "support/numerics.h"
+#include "trainc/compat/cublaslt_algorithms.h"
+#include "trainc/compat/cuda_graph.h"
 #include "trainc/compat/device_timing.h"
 #include "trainc/compat/library_variants.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/autotune/library_choice.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/column_sums.h"
+#include "trainc/compile/runtime/linear_cross_entropy.h"
 
 using namespace trainc;
 using trainc::test::relative_error;
@@ -218,6 +222,141 @@ TEST_CASE("a bf16 product to float32 is one GEMM storing its float32 accumulator
     CHECK(relative_error(got, expected) < 1e-4);
   }
   CHECK(rounded_error > 1e-4);
+}
+
+// cuBLASLt's ranked algorithms called directly (max-autotune's candidates for a product): every
+// one offered computes the product, within 1e-2 of the largest element for bf16 results (bf16 keeps
+// 8 bits) and 1e-4 for float32 ones (float32 accumulation; split-K algorithms add in another order);
+// with a bias epilogue; with the weight row- and column-major (a transposed view); a weight
+// gradient's g^T x written in float32. A product whose operand starts off a 16-byte boundary is not
+// offered, and asked anyway it is ATen's. Captured in a CUDA graph, an algorithm reads the graph's
+// input buffers at every replay.
+TEST_CASE("every cuBLASLt algorithm max-autotune measures computes the product", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  REQUIRE_FALSE(cublaslt_version().empty());
+  const auto options = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const at::Tensor x = torch::randn({4, 96, 512}, options), w = torch::randn({512, 384}, options), bias = torch::randn({384}, options);
+  const at::Tensor g = torch::randn({384, 256}, options);  // a gradient over x's 384 rows
+  const auto f64 = [](const at::Tensor& t) { return t.to(torch::kDouble); };
+  ir::Node matmul, matmul_bias, to_float;
+  matmul.op = ir::Op::matmul;
+  matmul_bias.op = ir::Op::matmul_bias;
+  to_float.op = ir::Op::matmul_to_float;
+  const at::Tensor x_rows = x.view({-1, 512});
+  struct Case {
+    const char* what;
+    const ir::Node& node;
+    std::vector<at::Tensor> inputs;
+    at::Tensor expected;
+    double tolerance;
+  };
+  const std::vector<Case> cases = {
+      {"matmul, row-major weight", matmul, {x, w}, at::matmul(f64(x), f64(w)), 1e-2},
+      {"matmul, column-major weight", matmul, {x, w.t().contiguous().t()}, at::matmul(f64(x), f64(w)), 1e-2},
+      {"matmul_bias", matmul_bias, {x, w, bias}, at::matmul(f64(x), f64(w)) + f64(bias), 1e-2},
+      {"matmul_to_float, transposed operand", to_float, {x_rows.t(), g}, at::matmul(f64(x_rows).t(), f64(g)), 1e-4},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const int count = ir::gemm_algorithm_count(c.node, c.inputs, 16);
+    std::cout << "cuBLASLt " << cublaslt_version() << " ranks " << count << " algorithms for " << c.what << std::endl;
+    REQUIRE(count >= 2);
+    for (int i = 0; i < count; ++i) {
+      INFO("algorithm " << i);
+      const at::Tensor got = ir::execute_node(c.node, c.inputs, torch::kCUDA, lt_algorithm_name(i));
+      CHECK(got.sizes() == c.expected.sizes());
+      CHECK(got.scalar_type() == (c.node.op == ir::Op::matmul_to_float ? torch::kFloat : torch::kBFloat16));
+      CHECK(relative_error(got, c.expected) < c.tolerance);
+    }
+  }
+  // Called directly: the call ran (execute_node would fall back to ATen silently); past the ranking it does not.
+  at::Tensor out = torch::empty({384, 384}, options);
+  CHECK(lt_matmul_out(out, x_rows, w, bias, 0));
+  CHECK(relative_error(out, at::matmul(f64(x_rows), f64(w)) + f64(bias)) < 1e-2);
+  CHECK_FALSE(lt_matmul_out(out, x_rows, w, bias, 1000));
+  CHECK(lt_algorithm_index(lt_algorithm_name(7)) == 7);
+  CHECK_FALSE(lt_algorithm_index("cublaslt").has_value());
+
+  const at::Tensor misaligned = torch::randn({4 * 96 * 512 + 1}, options).narrow(0, 1, 4 * 96 * 512).view({4, 96, 512});
+  CHECK(ir::gemm_algorithm_count(matmul, {misaligned, w}, 16) == 0);
+  CHECK(relative_error(ir::execute_node(matmul, {misaligned, w}, torch::kCUDA, lt_algorithm_name(0)), at::matmul(f64(misaligned), f64(w))) < 1e-2);
+  CHECK(ir::gemm_algorithm_count(matmul, {x.to(torch::kFloat), w.to(torch::kFloat)}, 16) == 0);  // float32 operands stay ATen's
+
+  // Captured: the last-ranked algorithm (which may use the shared workspace) replays on new inputs.
+  const int last = ir::gemm_algorithm_count(matmul_bias, {x, w, bias}, 16) - 1;
+  const at::Tensor static_x = x.clone();
+  at::Tensor captured;
+  CudaGraph graph(torch::kCUDA);
+  graph.run([&] { captured = ir::execute_node(matmul_bias, {static_x, w, bias}, torch::kCUDA, lt_algorithm_name(last)); });
+  graph.capture([&] { captured = ir::execute_node(matmul_bias, {static_x, w, bias}, torch::kCUDA, lt_algorithm_name(last)); });
+  const at::Tensor next_x = torch::randn({4, 96, 512}, options);
+  static_x.copy_(next_x);
+  graph.replay();
+  torch::cuda::synchronize();
+  CHECK(relative_error(captured, at::matmul(f64(next_x), f64(w)) + f64(bias)) < 1e-2);
+}
+
+// The head's training pair (runtime/linear_cross_entropy) with each of its products on each of
+// cuBLASLt's ranked algorithms: the losses within 1e-3 of ATen's mm's, the gradients within 2e-2 of
+// the largest element (the products and the kept dlogits round to bf16). max-autotune measures
+// each product on its own and names one algorithm per product.
+TEST_CASE("the head's products on each of cuBLASLt's algorithms give the head's losses and gradients", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  const auto options = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const int64_t rows = 512, width = 128, vocabulary = 1000;
+  const at::Tensor x = torch::randn({rows, width}, options), weight = (torch::randn({vocabulary, width}, options) * 0.1).to(torch::kBFloat16);
+  const at::Tensor targets = torch::randint(0, vocabulary, {rows}, options.dtype(torch::kLong));
+  const at::Tensor grad = torch::rand({rows}, options.dtype(torch::kFloat)) / rows;
+  ir::Node forward, backward;
+  forward.op = ir::Op::linear_cross_entropy_and_dlogits;
+  forward.attrs.dtype = ir::DType::f32;
+  backward.op = ir::Op::linear_cross_entropy_grad_from_dlogits;
+  ir::LinearCrossEntropyLayout layout;
+  REQUIRE(ir::linear_cross_entropy_layout(rows, vocabulary, 2, 4, layout));
+  const auto losses = [&](const at::Tensor& packed) { return packed.narrow(0, 0, layout.loss_elements).view(torch::kFloat); };
+  const std::vector<at::Tensor> forward_inputs = {x, weight, targets};
+  const at::Tensor expected_packed = ir::execute_node(forward, forward_inputs, torch::kCUDA);
+  const at::Tensor expected_grads = ir::execute_node(backward, {expected_packed, x, weight, grad}, torch::kCUDA);
+
+  const std::vector<HeadGemm> forward_gemms = head_gemms(forward.op, forward_inputs, torch::kFloat);
+  REQUIRE(forward_gemms.size() == 1);
+  const HeadGemm& logits = forward_gemms[0];
+  const int forward_count = lt_algorithm_count(logits.a, logits.b, at::Tensor(), logits.out.scalar_type(), 16);
+  REQUIRE(forward_count >= 1);
+  for (int i = 0; i < forward_count; ++i) {
+    INFO("logits on algorithm " << i);
+    const at::Tensor packed = ir::execute_node(forward, forward_inputs, torch::kCUDA, lt_algorithm_list_name({i}));
+    CHECK(relative_error(losses(packed), losses(expected_packed)) < 1e-3);
+    CHECK(relative_error(ir::execute_node(backward, {packed, x, weight, grad}, torch::kCUDA), expected_grads) < 2e-2);
+  }
+  const std::vector<at::Tensor> backward_inputs = {expected_packed, x, weight, grad};
+  const std::vector<HeadGemm> backward_gemms = head_gemms(backward.op, backward_inputs, torch::kFloat);
+  REQUIRE(backward_gemms.size() == 2);
+  for (std::size_t product = 0; product < 2; ++product) {
+    const HeadGemm& gemm = backward_gemms[product];
+    CHECK(gemm.out.sizes().vec() == (product == 0 ? std::vector<int64_t>{rows, width} : std::vector<int64_t>{layout.padded_vocabulary, width}));
+    const int count = lt_algorithm_count(gemm.a, gemm.b, at::Tensor(), gemm.out.scalar_type(), 16);
+    REQUIRE(count >= 1);
+    for (int i = 0; i < count; ++i) {
+      INFO("backward product " << product << " on algorithm " << i);
+      std::vector<int> algorithms = {-1, -1};
+      algorithms[product] = i;
+      CHECK(relative_error(ir::execute_node(backward, backward_inputs, torch::kCUDA, lt_algorithm_list_name(algorithms)), expected_grads) < 2e-2);
+    }
+  }
+
+  test::PosixScratchDir dir("trainc-head-autotune");
+  Autotuner tuner(TuningCache(dir.path()), [](const std::function<void()>& work) { return time_on_device(torch::kCUDA, work, 3); });
+  const std::optional<std::vector<int>> forward_choice = lt_algorithm_list(choose_library_variant(forward, forward_inputs, torch::kCUDA, &tuner));
+  const std::optional<std::vector<int>> backward_choice = lt_algorithm_list(choose_library_variant(backward, backward_inputs, torch::kCUDA, &tuner));
+  REQUIRE(forward_choice.has_value());
+  REQUIRE(backward_choice.has_value());
+  CHECK(forward_choice->size() == 1);
+  CHECK(backward_choice->size() == 2);
+  CHECK(tuner.take_stats().measured == 3);
+  CHECK(choose_library_variant(forward, forward_inputs, torch::kCUDA, nullptr).empty());  // without a tuner, ATen's
+  CHECK(lt_algorithm_list(lt_algorithm_list_name({3, -1})) == std::vector<int>({3, -1}));
+  CHECK_FALSE(lt_algorithm_list("cublaslt-algos 3,x").has_value());
 }
 
 TEST_CASE("max-autotune measures a call's implementations once and a later run reads the choice", "[cuda][autotune]") {

@@ -5,7 +5,7 @@
 // with it against a run without, docs/benchmarks.md) or to rule it out when a compiled step
 // misbehaves: TRAINC_DISABLE_OPTIMIZATIONS=bias_epilogue,column_sums (spaces around the names are
 // allowed). The variable is read when a step is compiled and, for the library choices
-// (attention_choice, column_sums), at the compiled step's first run, and for adamw_kernel when the
+// (attention_choice, column_sums, gemm_algorithms), at the compiled step's first run, and for adamw_kernel when the
 // capturable AdamW is made; an unknown name stops the run
 // at start (exit 2). Each switch leaves the step correct: what it turns off is how the work is
 // done, not what is computed (up to rounding).
@@ -44,6 +44,8 @@ enum class Optimization {
                         // (passes/embedding_grad_add)
   adamw_kernel,         // GPU: the captured step's AdamW update by trainc's multi-tensor kernel, which does not write the
                         // clipped gradients back as ATen's fused AdamW does (train/adamw_kernel)
+  gemm_algorithms,      // max-autotune, GPU: cuBLASLt's first-ranked algorithms for each product measured along with
+                        // ATen's cuBLAS and cuBLASLt calls (compat/cublaslt_algorithms)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -1,15 +1,22 @@
 #include "trainc/compile/autotune/library_choice.h"
 
 #include <sstream>
+#include <stdexcept>
 
+#include "trainc/compat/cublaslt_algorithms.h"
 #include "trainc/compat/device_timing.h"
 #include "trainc/compat/library_variants.h"
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/column_sums.h"
+#include "trainc/compile/runtime/linear_cross_entropy.h"
 
 namespace trainc {
 namespace {
+
+// cuBLASLt's algorithms measured for a product: the heuristic's first twelve. On an H200 GPT-2's
+// products had 8 to 16 ranked.
+constexpr int kGemmAlgorithmsMeasured = 12;
 
 std::string join_ints(at::IntArrayRef ints) {
   std::string text;
@@ -32,11 +39,47 @@ std::vector<std::string> candidate_names(const ir::Node& node, const std::vector
     }
   } else if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias || node.op == ir::Op::matmul_to_float) {
     names = blas_libraries(device);
+    if (optimization_enabled(Optimization::gemm_algorithms)) {
+      const int algorithms = ir::gemm_algorithm_count(node, inputs, kGemmAlgorithmsMeasured);
+      for (int i = 0; i < algorithms; ++i) names.push_back(lt_algorithm_name(i));
+    }
   } else if ((node.op == ir::Op::sum || node.op == ir::Op::sum_to_float) && optimization_enabled(Optimization::column_sums) &&
              column_sums_supported(inputs[0], node.attrs.ints)) {
     names = {"aten", "split_rows"};
   }
   return names;
+}
+
+std::string describe_tensors(const std::vector<at::Tensor>& tensors) {
+  std::string text;
+  for (const at::Tensor& t : tensors) {
+    text += " " + std::string(ir::dtype_name(ir::to_dtype(t.scalar_type()))) + "[" + join_ints(t.sizes()) + "]/[" + join_ints(t.strides()) + "]";
+  }
+  return text;
+}
+
+// The head's training pair (runtime/linear_cross_entropy): each of its products measured on its
+// own, ATen's mm against cuBLASLt's ranked algorithms, on operands laid out as the op's.
+std::string choose_head_gemms(const ir::Node& node, const std::vector<at::Tensor>& inputs, at::Device device, Autotuner& tuner) {
+  std::vector<int> chosen;
+  for (const HeadGemm& gemm : head_gemms(node.op, inputs, ir::to_scalar_type(node.attrs.dtype))) {
+    std::vector<TuningCandidate> candidates = {{"aten", [&gemm] {
+                                                  at::Tensor out = gemm.out;
+                                                  at::mm_out(out, gemm.a, gemm.b);
+                                                }}};
+    std::string listed = "aten";
+    const int algorithms = lt_algorithm_count(gemm.a, gemm.b, at::Tensor(), gemm.out.scalar_type(), kGemmAlgorithmsMeasured);
+    for (int i = 0; i < algorithms; ++i) {
+      candidates.push_back({lt_algorithm_name(i), [&gemm, i] {
+                              if (!lt_matmul_out(gemm.out, gemm.a, gemm.b, at::Tensor(), i)) throw std::runtime_error("cuBLASLt did not run");
+                            }});
+      listed += "," + lt_algorithm_name(i);
+    }
+    const std::string key = device_identity(device) + " | mm cublasLt " + cublaslt_version() + " |" + describe_tensors({gemm.a, gemm.b, gemm.out}) +
+                            " | " + listed;
+    chosen.push_back(lt_algorithm_index(tuner.choose(key, candidates).value_or("aten")).value_or(-1));
+  }
+  return lt_algorithm_list_name(chosen);
 }
 
 }  // namespace
@@ -51,6 +94,11 @@ std::string describe_call(const ir::Node& node, const std::vector<at::Tensor>& i
   if (node.attrs.keepdim) text << " keepdim";
   // float32 products run on tensor cores or not as TF32 is allowed: a different measurement.
   if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias) text << (at::globalContext().allowTF32CuBLAS() ? " tf32" : "");
+  // An algorithm's index in cuBLASLt's ranking means something for one version of it only.
+  if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias || node.op == ir::Op::matmul_to_float) {
+    const std::string lt_version = cublaslt_version();
+    if (!lt_version.empty()) text << " cublasLt " << lt_version;
+  }
   if (node.op == ir::Op::sum || node.op == ir::Op::sum_to_float) text << " split_rows " << column_sums_version();
   text << " |";
   for (const at::Tensor& input : inputs) {
@@ -61,6 +109,10 @@ std::string describe_call(const ir::Node& node, const std::vector<at::Tensor>& i
 }
 
 std::string choose_library_variant(const ir::Node& node, const std::vector<at::Tensor>& inputs, at::Device device, Autotuner* tuner) {
+  if (tuner != nullptr && device.is_cuda() && optimization_enabled(Optimization::gemm_algorithms) &&
+      (node.op == ir::Op::linear_cross_entropy_and_dlogits || node.op == ir::Op::linear_cross_entropy_grad_from_dlogits)) {
+    return choose_head_gemms(node, inputs, device, *tuner);
+  }
   const bool sum = node.op == ir::Op::sum || node.op == ir::Op::sum_to_float;
   const std::vector<std::string> names = tuner != nullptr || sum ? candidate_names(node, inputs, device) : std::vector<std::string>{};
   if (tuner != nullptr && names.size() > 1) {

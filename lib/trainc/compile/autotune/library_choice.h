@@ -6,7 +6,10 @@
 //     flash, memory-efficient and cuDNN kernels measured; without one, the kernel ATen's own rules
 //     pick for these inputs (what scaled_dot_product_attention would run), fixed at the compiled
 //     step's first run so that the backward calls that kernel's backward directly;
-//   - matmul and matmul_bias on a GPU, with an autotuner: the faster of cuBLAS and cuBLASLt;
+//   - matmul, matmul_bias and matmul_to_float on a GPU, with an autotuner: the fastest of ATen's
+//     call on cuBLAS, on cuBLASLt, and cuBLASLt's first-ranked algorithms called directly
+//     (compat/cublaslt_algorithms); the same for each product of the head's training pair
+//     (runtime/linear_cross_entropy), measured one by one;
 //   - a sum over leading dimensions on a GPU (bias and layer-norm parameter gradients): with an
 //     autotuner the faster of ATen's reduction and runtime/column_sums' split over the rows;
 //     without one the split for bf16 inputs, ATen's for float32 (the faster of each, measured);

@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/cublaslt_algorithms.h"
 #include "trainc/compat/library_variants.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/runtime/column_sums.h"
@@ -298,6 +299,42 @@ double attention_scale(const Attributes& attrs, int64_t head_dim) {
   return attrs.scalar == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : attrs.scalar;
 }
 
+namespace {
+
+// matmul, matmul_bias and matmul_to_float as one product of matrices: a [..., k] contiguous input
+// folded into [rows, k], a 2-D weight, a 1-D bias; out in the operands' dtype or in float32.
+struct MatrixProduct {
+  at::Tensor a, b, bias;
+  at::ScalarType out_dtype = at::kFloat;
+  std::vector<int64_t> out_sizes;
+};
+
+std::optional<MatrixProduct> matrix_product(const Node& node, const std::vector<at::Tensor>& inputs) {
+  if (node.op != Op::matmul && node.op != Op::matmul_bias && node.op != Op::matmul_to_float) return std::nullopt;
+  const at::Tensor& x = inputs[0];
+  const at::Tensor& w = inputs[1];
+  if (w.dim() != 2 || x.dim() < 2 || (x.dim() > 2 && !x.is_contiguous())) return std::nullopt;
+  if (node.op == Op::matmul_to_float && x.dim() != 2) return std::nullopt;
+  MatrixProduct product;
+  product.a = x.dim() == 2 ? x : x.view({-1, x.size(-1)});
+  product.b = w;
+  if (node.op == Op::matmul_bias) {
+    if (inputs[2].dim() != 1) return std::nullopt;
+    product.bias = inputs[2];
+  }
+  product.out_dtype = node.op == Op::matmul_to_float ? at::kFloat : x.scalar_type();
+  product.out_sizes = x.sizes().vec();
+  product.out_sizes.back() = w.size(1);
+  return product;
+}
+
+}  // namespace
+
+int gemm_algorithm_count(const Node& node, const std::vector<at::Tensor>& inputs, int limit) {
+  const std::optional<MatrixProduct> product = matrix_product(node, inputs);
+  return product ? lt_algorithm_count(product->a, product->b, product->bias, product->out_dtype, limit) : 0;
+}
+
 at::ScalarType to_scalar_type(DType dtype) {
   switch (dtype) {
     case DType::f32: return at::kFloat;
@@ -352,6 +389,24 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
     if (node.op == Op::attention_and_lse) return attention_and_lse(inputs, node.attrs, direct);
     if (node.op == Op::attention_grad_from_lse) return attention_grad_from_lse(inputs, node.attrs, direct);
     return attention_grad_and_bias_sums(inputs, node.attrs, direct);
+  }
+  if (node.op == Op::linear_cross_entropy_and_dlogits || node.op == Op::linear_cross_entropy_grad_from_dlogits) {
+    const std::optional<std::vector<int>> gemms = lt_algorithm_list(variant);
+    TRAINC_CHECK(gemms.has_value(), std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
+    if (node.op == Op::linear_cross_entropy_and_dlogits) {
+      return linear_cross_entropy_and_dlogits(inputs[0], inputs[1], inputs[2], node.attrs.scalar, to_scalar_type(node.attrs.dtype),
+                                              kLinearCrossEntropyChunk, *gemms);
+    }
+    return linear_cross_entropy_grad_from_dlogits(inputs[0], inputs[1], inputs[2], inputs[3], *gemms);
+  }
+  if (const std::optional<int> algorithm = lt_algorithm_index(variant)) {
+    if (const std::optional<MatrixProduct> product = matrix_product(node, inputs)) {
+      at::Tensor out = at::empty({product->a.size(0), product->b.size(1)}, product->a.options().dtype(product->out_dtype));
+      if (lt_matmul_out(out, product->a, product->b, product->bias, *algorithm)) return out.view(product->out_sizes);
+    }
+    // Chosen at a first run; a later input cuBLASLt cannot take directly (a view, a misaligned
+    // start) is ATen's.
+    return execute_node(node, inputs, device);
   }
   if (variant == "aten") return execute_node(node, inputs, device);
   TRAINC_CHECK(node.op == Op::matmul || node.op == Op::matmul_bias || node.op == Op::matmul_to_float, std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");

@@ -1,4 +1,4 @@
-// defines: execute_with_aten, execute_node, attention_scale, lse_pair_backend, to_scalar_type, to_dtype
+// defines: execute_with_aten, execute_node, gemm_algorithm_count, attention_scale, lse_pair_backend, to_scalar_type, to_dtype
 //
 // Runs an IR graph op by op through ATen: the execution engine of the aot_eager backend and the
 // reference that generated kernels are tested against. Inputs are given in the order of the
@@ -38,10 +38,16 @@ std::optional<AttentionBackend> lse_pair_backend(const std::vector<at::Tensor>& 
 
 // The same through a named implementation of the call: an attention backend ("flash",
 // "efficient", "cudnn", "math"; compat/library_variants) for attention and attention_grad, a BLAS
-// library ("cublas", "cublaslt") for matmul, matmul_bias and matmul_to_float, "aten" or
+// library ("cublas", "cublaslt") or one of cuBLASLt's algorithms called directly
+// ("cublaslt-algo-N", compat/cublaslt_algorithms) for matmul, matmul_bias and matmul_to_float, one
+// per product ("cublaslt-algos N,-1") for the head's training pair (runtime/linear_cross_entropy), "aten" or
 // "split_rows" (runtime/column_sums) for a sum over leading dimensions, the kernel lse_pair_backend
 // decided (or "aten" for none) for attention_and_lse and attention_grad_from_lse, decided once
 // instead of at every run. Empty: ATen's own call, as above.
 at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device, const std::string& variant);
+
+// How many of cuBLASLt's algorithms can run this matmul, matmul_bias or matmul_to_float directly
+// (variants "cublaslt-algo-0" onwards), at most `limit`; 0 for other ops and inputs it cannot take.
+int gemm_algorithm_count(const Node& node, const std::vector<at::Tensor>& inputs, int limit);
 
 }  // namespace trainc::ir

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/cublaslt_algorithms.h"
 #include "trainc/compile/ir/graph.h"
 #include "trainc/compile/runtime/cross_entropy_rows.h"
 #include "trainc/compile/runtime/scaled_rows.h"
@@ -37,6 +38,13 @@ ir::LinearCrossEntropyLayout layout_of(const at::Tensor& x, const at::Tensor& we
                "linear_cross_entropy_and_dlogits: " + std::to_string(x.size(0)) + " losses of " + c10::toString(loss_dtype) +
                    " do not fill whole elements of " + c10::toString(x.scalar_type()));
   return layout;
+}
+
+// out = a . b by the product's chosen algorithm, or ATen's mm.
+void product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const HeadGemms& gemms, std::size_t which) {
+  if (which < gemms.size() && gemms[which] >= 0 && lt_matmul_out(out, a, b, at::Tensor(), gemms[which])) return;
+  at::Tensor target = out;
+  at::mm_out(target, a, b);
 }
 
 int64_t chunk_rows(int64_t vocabulary, int64_t chunk_elements) { return std::max<int64_t>(1, chunk_elements / std::max<int64_t>(vocabulary, 1)); }
@@ -103,14 +111,14 @@ at::Tensor linear_cross_entropy_grad(const at::Tensor& x, const at::Tensor& weig
 }
 
 at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, double smoothing,
-                                            at::ScalarType loss_dtype, int64_t chunk_elements) {
+                                            at::ScalarType loss_dtype, int64_t chunk_elements, const HeadGemms& gemms) {
   const int64_t rows = x.size(0), vocabulary = weight.size(0);
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, loss_dtype);
   at::Tensor packed = at::empty({layout.total}, x.options());
   packed.narrow(0, layout.loss_elements, layout.dlogits_offset - layout.loss_elements).zero_();  // no byte left unset
   at::Tensor loss = packed.narrow(0, 0, layout.loss_elements).view(loss_dtype);
   at::Tensor logits = packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary).view({rows, layout.padded_vocabulary});
-  at::mm_out(logits, x, padded_to(weight, layout.padded_vocabulary).t());  // the padding columns are x . 0 = 0
+  product_into(logits, x, padded_to(weight, layout.padded_vocabulary).t(), gemms, 0);  // the padding columns are x . 0 = 0
   at::Tensor valid_logits = logits.narrow(1, 0, vocabulary);
   if (cross_entropy_rows_supported(valid_logits, loss_dtype)) {
     cross_entropy_rows_loss_and_dlogits(valid_logits, targets, smoothing, loss);
@@ -129,7 +137,8 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
   return packed;
 }
 
-at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad) {
+at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad,
+                                                  const HeadGemms& gemms) {
   const int64_t rows = x.size(0), width = x.size(1);
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, grad.scalar_type());
   const int64_t padded = layout.padded_vocabulary;
@@ -138,15 +147,35 @@ at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, cons
   at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});
   // Each row of D @ weight, rounded to x's dtype by the GEMM, then scaled by its grad and rounded
   // again; the padding columns of D meet the padding's zero rows.
-  at::mm_out(x_grad, dlogits, padded_to(weight, padded));
+  product_into(x_grad, dlogits, padded_to(weight, padded), gemms, 0);
   scale_rows_into(x_grad, x_grad, grad);
   // Each row scaled in float32 and rounded once to x's dtype (no float32 copy of x).
   at::Tensor scaled_x = at::empty_like(x, at::MemoryFormat::Contiguous);
   scale_rows_into(scaled_x, x.contiguous(), grad);
   // Written where it is returned, padding rows and all: D's padding columns are 0, so are they.
   at::Tensor weight_grad = result.narrow(0, rows * width, padded * width).view({padded, width});
-  at::mm_out(weight_grad, dlogits.t(), scaled_x);
+  product_into(weight_grad, dlogits.t(), scaled_x, gemms, 1);
   return result;
+}
+
+std::vector<HeadGemm> head_gemms(ir::Op op, const std::vector<at::Tensor>& inputs, at::ScalarType loss_dtype) {
+  if (op == ir::Op::linear_cross_entropy_and_dlogits) {
+    const at::Tensor& x = inputs[0];
+    const ir::LinearCrossEntropyLayout layout = layout_of(x, inputs[1], loss_dtype);
+    const at::Tensor padded = at::empty({layout.padded_vocabulary, x.size(1)}, x.options());
+    return {{at::empty({x.size(0), layout.padded_vocabulary}, x.options()), x, padded.t()}};
+  }
+  if (op == ir::Op::linear_cross_entropy_grad_from_dlogits) {
+    const at::Tensor& x = inputs[1];
+    const int64_t rows = x.size(0), width = x.size(1);
+    const ir::LinearCrossEntropyLayout layout = layout_of(x, inputs[2], inputs[3].scalar_type());
+    const int64_t padded = layout.padded_vocabulary;
+    const at::Tensor dlogits = inputs[0].narrow(0, layout.dlogits_offset, rows * padded).view({rows, padded});
+    const at::Tensor padded_weight = at::empty({padded, width}, x.options());
+    const at::Tensor scaled_x = at::empty({rows, width}, x.options());
+    return {{at::empty({rows, width}, x.options()), dlogits, padded_weight}, {at::empty({padded, width}, x.options()), dlogits.t(), scaled_x}};
+  }
+  return {};
 }
 
 }  // namespace trainc

@@ -1,0 +1,310 @@
+#include "trainc/compat/cublaslt_algorithms.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#if TRAINC_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cublasLt.h>
+#include <dlfcn.h>
+#endif
+
+namespace trainc {
+namespace {
+
+constexpr const char* kVariantPrefix = "cublaslt-algo-";
+constexpr const char* kListPrefix = "cublaslt-algos ";
+
+}  // namespace
+
+std::string lt_algorithm_list_name(const std::vector<int>& indices) {
+  std::string name = kListPrefix;
+  for (std::size_t i = 0; i < indices.size(); ++i) name += (i ? "," : "") + std::to_string(indices[i]);
+  return name;
+}
+
+std::optional<std::vector<int>> lt_algorithm_list(const std::string& variant) {
+  const std::string prefix = kListPrefix;
+  if (variant.size() <= prefix.size() || variant.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  std::vector<int> indices;
+  std::size_t start = prefix.size();
+  while (start <= variant.size()) {
+    const std::size_t end = std::min(variant.find(',', start), variant.size());
+    const std::string item = variant.substr(start, end - start);
+    if (item == "-1") {
+      indices.push_back(-1);
+    } else {
+      const std::optional<int> index = lt_algorithm_index(kVariantPrefix + item);
+      if (!index) return std::nullopt;
+      indices.push_back(*index);
+    }
+    start = end + 1;
+  }
+  return indices;
+}
+
+std::string lt_algorithm_name(int index) { return kVariantPrefix + std::to_string(index); }
+
+std::optional<int> lt_algorithm_index(const std::string& variant) {
+  const std::string prefix = kVariantPrefix;
+  if (variant.size() <= prefix.size() || variant.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  int index = 0;
+  for (std::size_t i = prefix.size(); i < variant.size(); ++i) {
+    if (variant[i] < '0' || variant[i] > '9' || index > 1000) return std::nullopt;
+    index = index * 10 + (variant[i] - '0');
+  }
+  return index;
+}
+
+#if TRAINC_WITH_CUDA
+namespace {
+
+// The heuristic is asked for this many algorithms; the workspace each may use.
+constexpr int kRankedAlgorithms = 16;
+constexpr std::size_t kWorkspaceBytes = 32u << 20;
+
+// cuBLASLt's entry points in this process (the header's declarations give their types).
+struct LtApi {
+  decltype(&cublasLtCreate) create = nullptr;
+  decltype(&cublasLtGetVersion) version = nullptr;
+  decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceCreate) preference_create = nullptr;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) preference_set = nullptr;
+  decltype(&cublasLtMatmulPreferenceDestroy) preference_destroy = nullptr;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+  decltype(&cublasLtMatmul) matmul = nullptr;
+  bool loaded = false;
+};
+
+template <typename Function>
+bool look_up(Function& function, const char* name) {
+  function = reinterpret_cast<Function>(dlsym(RTLD_DEFAULT, name));
+  return function != nullptr;
+}
+
+const LtApi& lt_api() {
+  static const LtApi api = [] {
+    LtApi a;
+    a.loaded = look_up(a.create, "cublasLtCreate") && look_up(a.version, "cublasLtGetVersion") &&
+               look_up(a.desc_create, "cublasLtMatmulDescCreate") && look_up(a.desc_set, "cublasLtMatmulDescSetAttribute") &&
+               look_up(a.layout_create, "cublasLtMatrixLayoutCreate") && look_up(a.preference_create, "cublasLtMatmulPreferenceCreate") &&
+               look_up(a.preference_set, "cublasLtMatmulPreferenceSetAttribute") &&
+               look_up(a.preference_destroy, "cublasLtMatmulPreferenceDestroy") && look_up(a.heuristic, "cublasLtMatmulAlgoGetHeuristic") &&
+               look_up(a.matmul, "cublasLtMatmul");
+    return a;
+  }();
+  return api;
+}
+
+void check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string("cuBLASLt: ") + what + " failed with status " + std::to_string(status));
+}
+
+std::optional<cudaDataType_t> data_type(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kBFloat16: return CUDA_R_16BF;
+    case at::kHalf: return CUDA_R_16F;
+    case at::kFloat: return CUDA_R_32F;
+    default: return std::nullopt;
+  }
+}
+
+// A row-major operand t [r, c] as cuBLASLt's column-major operand holding t^T: cuBLASLt computes
+// out^T = b^T . a^T, whose column-major result is out's row-major memory.
+struct Operand {
+  int64_t rows = 0, cols = 0, ld = 0;  // the matrix as stored, column-major
+  cublasOperation_t op = CUBLAS_OP_N;  // what turns the stored matrix into t^T
+};
+
+bool aligned(const void* address) { return reinterpret_cast<std::uintptr_t>(address) % 16 == 0; }
+
+std::optional<Operand> transposed_operand(const at::Tensor& t) {
+  if (t.dim() != 2 || t.numel() == 0 || !aligned(t.data_ptr())) return std::nullopt;
+  const int64_t r = t.size(0), c = t.size(1);
+  Operand operand;
+  if (t.stride(1) == 1 && t.stride(0) >= c) {
+    operand = {c, r, t.stride(0), CUBLAS_OP_N};  // memory is t^T column-major
+  } else if (t.stride(0) == 1 && t.stride(1) >= r) {
+    operand = {r, c, t.stride(1), CUBLAS_OP_T};  // memory is t column-major
+  } else {
+    return std::nullopt;
+  }
+  if (operand.ld * static_cast<int64_t>(t.element_size()) % 16 != 0) return std::nullopt;
+  return operand;
+}
+
+// What decides the ranking: the operands' layouts and dtypes, the output's, the bias, the device.
+using ProblemKey = std::array<int64_t, 14>;
+
+struct Problem {
+  Operand lt_a, lt_b;  // b^T and a^T
+  int64_t m = 0, n = 0, k = 0;  // of a . b
+  cudaDataType_t operand_type{}, out_type{};
+  bool bias = false;
+  int device = 0;
+
+  ProblemKey key() const {
+    return {lt_a.rows, lt_a.cols, lt_a.ld, lt_a.op, lt_b.rows, lt_b.cols, lt_b.ld, lt_b.op, m, n, operand_type, out_type, bias, device};
+  }
+};
+
+std::optional<Problem> problem_of(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype) {
+  if (!lt_api().loaded || !a.is_cuda() || !b.is_cuda() || a.device() != b.device()) return std::nullopt;
+  const std::optional<cudaDataType_t> operand_type = data_type(a.scalar_type()), out_type = data_type(out_dtype);
+  if (!operand_type || !out_type || a.scalar_type() == at::kFloat || b.scalar_type() != a.scalar_type()) return std::nullopt;
+  if (out_dtype != a.scalar_type() && out_dtype != at::kFloat) return std::nullopt;
+  if (a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0)) return std::nullopt;
+  Problem problem;
+  problem.m = a.size(0);
+  problem.k = a.size(1);
+  problem.n = b.size(1);
+  if (problem.n * static_cast<int64_t>(c10::elementSize(out_dtype)) % 16 != 0) return std::nullopt;  // out's leading dimension
+  if (bias.defined()) {
+    if (bias.dim() != 1 || bias.size(0) != problem.n || !bias.is_contiguous() || bias.scalar_type() != out_dtype ||
+        bias.device() != a.device() || !aligned(bias.data_ptr())) {
+      return std::nullopt;
+    }
+    problem.bias = true;
+  }
+  const std::optional<Operand> lt_a = transposed_operand(b), lt_b = transposed_operand(a);
+  if (!lt_a || !lt_b) return std::nullopt;
+  problem.lt_a = *lt_a;
+  problem.lt_b = *lt_b;
+  problem.operand_type = *operand_type;
+  problem.out_type = *out_type;
+  problem.device = a.device().index();
+  return problem;
+}
+
+// A problem's descriptors and ranked algorithms, made once and kept for the process (plans are few:
+// one per distinct product of a model).
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, out = nullptr;
+  std::vector<cublasLtMatmulAlgo_t> algorithms;
+};
+
+struct DeviceState {
+  cublasLtHandle_t handle = nullptr;
+  at::Tensor* workspace = nullptr;
+};
+
+std::mutex& state_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// Kept until the process ends: nothing here is destroyed at exit, after LibTorch's CUDA state may be.
+DeviceState& device_state(int device) {
+  static std::map<int, DeviceState>& states = *new std::map<int, DeviceState>();
+  DeviceState& state = states[device];
+  if (state.handle == nullptr) {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    check(lt_api().create(&state.handle), "cublasLtCreate");
+    state.workspace = new at::Tensor(at::empty({static_cast<int64_t>(kWorkspaceBytes)},
+                                               at::TensorOptions().dtype(at::kByte).device(at::kCUDA, static_cast<c10::DeviceIndex>(device))));
+  }
+  return state;
+}
+
+const Plan& plan_for(const Problem& problem) {
+  static std::map<ProblemKey, Plan>& plans = *new std::map<ProblemKey, Plan>();
+  const ProblemKey key = problem.key();
+  auto found = plans.find(key);
+  if (found != plans.end()) return found->second;
+  const LtApi& api = lt_api();
+  const DeviceState& state = device_state(problem.device);
+  Plan plan;
+  check(api.desc_create(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  const cublasOperation_t op_a = problem.lt_a.op, op_b = problem.lt_b.op;
+  check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "setting TRANSA");
+  check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "setting TRANSB");
+  if (problem.bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;  // a bias per row of out^T: per column of out
+    const cudaDataType_t bias_type = problem.out_type;
+    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "setting the bias epilogue");
+    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)), "setting the bias dtype");
+  }
+  const auto layout = [&](cublasLtMatrixLayout_t* made, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
+    check(api.layout_create(made, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld), "cublasLtMatrixLayoutCreate");
+  };
+  layout(&plan.lt_a, problem.operand_type, problem.lt_a.rows, problem.lt_a.cols, problem.lt_a.ld);
+  layout(&plan.lt_b, problem.operand_type, problem.lt_b.rows, problem.lt_b.cols, problem.lt_b.ld);
+  layout(&plan.out, problem.out_type, problem.n, problem.m, problem.n);
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  check(api.preference_create(&preference), "cublasLtMatmulPreferenceCreate");
+  const uint64_t workspace = kWorkspaceBytes;
+  const uint32_t alignment = 16;
+  check(api.preference_set(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)), "setting the workspace");
+  for (const cublasLtMatmulPreferenceAttributes_t attribute :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    check(api.preference_set(preference, attribute, &alignment, sizeof(alignment)), "setting an alignment");
+  }
+  std::array<cublasLtMatmulHeuristicResult_t, kRankedAlgorithms> results{};
+  int returned = 0;
+  const cublasStatus_t status = api.heuristic(state.handle, plan.desc, plan.lt_a, plan.lt_b, plan.out, plan.out, preference, kRankedAlgorithms,
+                                              results.data(), &returned);
+  api.preference_destroy(preference);
+  // No algorithm for the problem is an empty ranking, not an error: ATen's call runs it.
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    for (int i = 0; i < returned; ++i) {
+      if (results[static_cast<std::size_t>(i)].state == CUBLAS_STATUS_SUCCESS) plan.algorithms.push_back(results[static_cast<std::size_t>(i)].algo);
+    }
+  }
+  return plans.emplace(key, plan).first->second;
+}
+
+}  // namespace
+
+int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, int limit) {
+  const std::optional<Problem> problem = problem_of(a, b, bias, out_dtype);
+  if (!problem) return 0;
+  std::lock_guard<std::mutex> lock(state_mutex());
+  return std::min(limit, static_cast<int>(plan_for(*problem).algorithms.size()));
+}
+
+bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index) {
+  const std::optional<Problem> problem = problem_of(a, b, bias, out.scalar_type());
+  if (!problem || index < 0 || out.device() != a.device() || !out.is_contiguous() || out.dim() != 2 || out.size(0) != problem->m ||
+      out.size(1) != problem->n || !aligned(out.data_ptr())) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(state_mutex());
+  const Plan& plan = plan_for(*problem);
+  if (index >= static_cast<int>(plan.algorithms.size())) return false;
+  const LtApi& api = lt_api();
+  const DeviceState& state = device_state(problem->device);
+  if (problem->bias) {
+    const void* bias_pointer = bias.data_ptr();
+    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer, sizeof(bias_pointer)), "setting the bias");
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(problem->device)).stream();
+  check(api.matmul(state.handle, plan.desc, &alpha, b.data_ptr(), plan.lt_a, a.data_ptr(), plan.lt_b, &beta, out.data_ptr(), plan.out,
+                   out.data_ptr(), plan.out, &plan.algorithms[static_cast<std::size_t>(index)], state.workspace->data_ptr(), kWorkspaceBytes,
+                   stream),
+        "cublasLtMatmul");
+  return true;
+}
+
+std::string cublaslt_version() { return lt_api().loaded ? std::to_string(lt_api().version()) : std::string(); }
+
+#else
+
+int lt_algorithm_count(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::ScalarType, int) { return 0; }
+bool lt_matmul_out(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int) { return false; }
+std::string cublaslt_version() { return {}; }
+
+#endif
+
+}  // namespace trainc

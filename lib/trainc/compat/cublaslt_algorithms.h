@@ -1,0 +1,48 @@
+// defines: lt_algorithm_count, lt_matmul_out, lt_algorithm_name, lt_algorithm_index, lt_algorithm_list_name,
+//          lt_algorithm_list, cublaslt_version
+//
+// cuBLASLt's algorithms for one matrix product, called directly, so that max-autotune can measure
+// them and keep the fastest: ATen asks cuBLASLt's heuristic for one algorithm and runs it; the
+// heuristic ranks several, and its first is not always the fastest on the real shapes.
+//
+// A product here is out = a . b (+ bias per column of out), a [m, k] and b [k, n] bf16 or f16
+// matrices, each with one unit stride (row- or column-major, as a transposed view is), every
+// address and leading dimension a multiple of 16 bytes; out [m, n] contiguous, in the operands'
+// dtype or in float32, accumulated in float32 as ATen's products are. Anything else is not run here.
+//
+// The functions come from the cuBLASLt that LibTorch's CUDA library loaded (the one ATen's own
+// products run on), looked up in the process rather than linked a second time.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainc {
+
+// How many algorithms the heuristic offers for this product, best-ranked first, at most `limit`;
+// 0 where cuBLASLt cannot run it directly (above; on the CPU, in a build without CUDA). `bias`:
+// [n] contiguous in the operands' dtype, or undefined.
+int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, int limit);
+
+// Writes the product into `out` with algorithm `index` of that ranking. False, with nothing run,
+// where the operands are not ones this runs or the ranking is shorter (the caller then runs ATen's).
+// Capturable into a CUDA graph: the workspace is one buffer per device, allocated on first use.
+bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index);
+
+// "cublaslt-algo-2": a compiled program's variant name for algorithm 2 of the ranking, and back.
+std::string lt_algorithm_name(int index);
+std::optional<int> lt_algorithm_index(const std::string& variant);
+
+// "cublaslt-algos 3,-1": the variant of an op that runs several products, the algorithm of each
+// (-1: ATen's call), and back.
+std::string lt_algorithm_list_name(const std::vector<int>& indices);
+std::optional<std::vector<int>> lt_algorithm_list(const std::string& variant);
+
+// cuBLASLt's version number (130100 for 13.1.0): a ranking's index means something only for it.
+// Empty where it is not loaded.
+std::string cublaslt_version();
+
+}  // namespace trainc
