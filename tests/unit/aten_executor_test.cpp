@@ -123,6 +123,14 @@ std::vector<ExecCase> cases() {
        }},
       {Op::matmul, {r({2, 3}), r({3, 4})}, {}, [](auto& x) { return (x[0].unsqueeze(2) * x[1].unsqueeze(0)).sum(1); }},
       {Op::matmul_bias, {r({2, 2, 3}), r({3, 4}), r({4})}, {}, [](auto& x) { return (x[0].unsqueeze(3) * x[1]).sum(2) + x[2]; }},
+      // [GELU(y), y] for y = x w + b in bf16, GELU's tanh approximation computed in float32 from the
+      // rounded y, as the import decomposes it (the CPU has no epilogue: ATen's product).
+      {Op::matmul_bias_gelu, {r({2, 2, 3}).to(torch::kBFloat16), r({3, 4}).to(torch::kBFloat16), r({4}).to(torch::kBFloat16)}, {}, [](auto& x) {
+         const auto y = at::addmm(x[2], x[0].reshape({4, 3}), x[1]).view({2, 2, 4});
+         const auto f = y.to(torch::kFloat);
+         const auto h = ((f * 0.5) * (at::tanh((f + f * f * f * 0.044715) * std::sqrt(2.0 / M_PI)) + 1.0)).to(torch::kBFloat16);
+         return torch::stack({h, y});
+       }},
       {Op::sum_to_float, {r({6, 3, 4}).to(torch::kBFloat16)}, with_ints({0, 1}), [](auto& x) {
          return x[0].to(torch::kFloat).sum(at::IntArrayRef{0, 1});
        }},

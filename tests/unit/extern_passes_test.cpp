@@ -1,6 +1,6 @@
 // The passes that rewrite extern ops around what a backward reads (dlogits_in_forward,
-// attention_lse_in_forward, attention_bias_sums, embedding_grad_add), each checked by running the graph before and
-// after it through the ATen executor on fresh random inputs.
+// attention_lse_in_forward, attention_bias_sums, embedding_grad_add, gelu_epilogue), each checked by running the
+// graph before and after it through the ATen executor on fresh random inputs.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
@@ -9,10 +9,13 @@
 
 #include "support/ir_builders.h"
 #include "trainc/compile/autodiff/autodiff.h"
+#include "trainc/compile/capture/capture.h"
+#include "trainc/compile/import/import.h"
 #include "trainc/compile/passes/attention_bias_sums.h"
 #include "trainc/compile/passes/attention_lse_in_forward.h"
 #include "trainc/compile/passes/dlogits_in_forward.h"
 #include "trainc/compile/passes/embedding_grad_add.h"
+#include "trainc/compile/passes/gelu_epilogue.h"
 #include "trainc/compile/runtime/aten_executor.h"
 
 using namespace trainc::ir;
@@ -216,4 +219,44 @@ TEST_CASE("embedding_grad_add adds a tied embedding's gradient into the head's",
   const ValueId low_indices = low.add_input("indices", {DType::i64, {4, 16}});
   low.mark_output(low.add(Op::add, {low_head, low.add(Op::embedding_grad, {low_rows, low_indices}, ints({vocabulary}))}));
   CHECK(to_text(embedding_grad_add(low)) == to_text(low));
+}
+
+// A bf16 linear layer and GELU's tanh approximation, captured and imported as a model's are:
+// gelu_epilogue makes the pair one matmul_bias_gelu, whose halves the forward and the backward read,
+// and the joint graph computes the same loss and gradients (on the CPU the op runs ATen's product
+// and the import's own GELU, so they are equal). The exact GELU and a float32 layer are left alone.
+TEST_CASE("gelu_epilogue puts a linear layer's GELU into its GEMM and keeps the loss and gradients", "[unit][ir][aten][passes]") {
+  const auto joint_of = [](const std::string& approximate, at::ScalarType dtype) {
+    const auto options = torch::TensorOptions().dtype(dtype);
+    const std::vector<at::Tensor> tensors = {torch::randn({3, 5, 16}, options), torch::randn({24, 16}, options), torch::randn({24}, options)};
+    const std::vector<trainc::StepInput> described = {
+        {"x", trainc::StepInputKind::batch, false}, {"w", trainc::StepInputKind::parameter, true}, {"b", trainc::StepInputKind::parameter, true}};
+    const trainc::CapturedStep captured = trainc::capture_function(described, tensors, [&] {
+      return at::gelu(at::linear(tensors[0], tensors[1], tensors[2]), approximate).to(torch::kFloat).pow(2).sum();
+    });
+    const trainc::ImportedGraph imported = trainc::import_graph(captured);
+    REQUIRE(imported.breaks.empty());
+    std::vector<at::Tensor> inputs = tensors;
+    inputs.push_back(torch::full({}, 1.0, torch::kFloat));  // the loss's gradient
+    return std::make_pair(trainc::differentiate(imported.graph, {false, true, true}), inputs);
+  };
+  const auto [joint, inputs] = joint_of("tanh", torch::kBFloat16);
+  const Graph rewritten = gelu_epilogue(joint.graph);
+  INFO(to_text(rewritten));
+  std::map<Op, int> ops = op_counts(rewritten);
+  CHECK(ops[Op::matmul_bias_gelu] == 1);
+  CHECK(ops[Op::matmul_bias] == 0);
+  CHECK(op_counts(joint.graph)[Op::mul] > ops[Op::mul]);  // the forward's GELU is not made; what its derivative reads stays
+  const std::vector<at::Tensor> expected = execute_with_aten(joint.graph, inputs);
+  const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("output " << i);
+    CHECK(torch::equal(got[i], expected[i]));
+  }
+  for (const auto& [approximate, dtype] : {std::pair<std::string, at::ScalarType>{"none", torch::kBFloat16}, {"tanh", torch::kFloat}}) {
+    INFO("gelu " << approximate << " in " << c10::toString(dtype));
+    const Graph other = joint_of(approximate, dtype).first.graph;
+    CHECK(to_text(gelu_epilogue(other)) == to_text(other));
+  }
 }

@@ -142,21 +142,22 @@ std::optional<Operand> transposed_operand(const at::Tensor& t) {
 }
 
 // What decides the ranking: the operands' layouts and dtypes, the output's, the bias, the device.
-using ProblemKey = std::array<int64_t, 14>;
+using ProblemKey = std::array<int64_t, 15>;
 
 struct Problem {
   Operand lt_a, lt_b;  // b^T and a^T
   int64_t m = 0, n = 0, k = 0;  // of a . b
   cudaDataType_t operand_type{}, out_type{};
   bool bias = false;
+  bool gelu = false;  // with the bias: gelu(a . b + bias) out, the sum kept
   int device = 0;
 
   ProblemKey key() const {
-    return {lt_a.rows, lt_a.cols, lt_a.ld, lt_a.op, lt_b.rows, lt_b.cols, lt_b.ld, lt_b.op, m, n, operand_type, out_type, bias, device};
+    return {lt_a.rows, lt_a.cols, lt_a.ld, lt_a.op, lt_b.rows, lt_b.cols, lt_b.ld, lt_b.op, m, n, operand_type, out_type, bias, gelu, device};
   }
 };
 
-std::optional<Problem> problem_of(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype) {
+std::optional<Problem> problem_of(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, bool gelu) {
   if (!lt_api().loaded || !a.is_cuda() || !b.is_cuda() || a.device() != b.device()) return std::nullopt;
   const std::optional<cudaDataType_t> operand_type = data_type(a.scalar_type()), out_type = data_type(out_dtype);
   if (!operand_type || !out_type || a.scalar_type() == at::kFloat || b.scalar_type() != a.scalar_type()) return std::nullopt;
@@ -174,6 +175,8 @@ std::optional<Problem> problem_of(const at::Tensor& a, const at::Tensor& b, cons
     }
     problem.bias = true;
   }
+  if (gelu && (!problem.bias || out_dtype == at::kFloat)) return std::nullopt;  // the epilogue with a bias, into bf16 or f16
+  problem.gelu = gelu;
   const std::optional<Operand> lt_a = transposed_operand(b), lt_b = transposed_operand(a);
   if (!lt_a || !lt_b) return std::nullopt;
   problem.lt_a = *lt_a;
@@ -228,10 +231,17 @@ const Plan& plan_for(const Problem& problem) {
   check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "setting TRANSA");
   check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "setting TRANSB");
   if (problem.bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;  // a bias per row of out^T: per column of out
+    // A bias per row of out^T: per column of out. The GELU epilogue keeps the sum it applies GELU
+    // to in an auxiliary matrix laid out as out^T.
+    const cublasLtEpilogue_t epilogue = problem.gelu ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
     const cudaDataType_t bias_type = problem.out_type;
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "setting the bias epilogue");
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)), "setting the bias dtype");
+    if (problem.gelu) {
+      const int64_t aux_ld = problem.n;
+      check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)), "setting the GELU input's leading dimension");
+      check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &bias_type, sizeof(bias_type)), "setting the GELU input's dtype");
+    }
   }
   const auto layout = [&](cublasLtMatrixLayout_t* made, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
     check(api.layout_create(made, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld), "cublasLtMatrixLayoutCreate");
@@ -266,19 +276,22 @@ const Plan& plan_for(const Problem& problem) {
 
 }  // namespace
 
-int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, int limit) {
-  const std::optional<Problem> problem = problem_of(a, b, bias, out_dtype);
+int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, int limit, bool gelu) {
+  const std::optional<Problem> problem = problem_of(a, b, bias, out_dtype, gelu);
   if (!problem) return 0;
   std::lock_guard<std::mutex> lock(state_mutex());
   return std::min(limit, static_cast<int>(plan_for(*problem).algorithms.size()));
 }
 
-bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index) {
-  const std::optional<Problem> problem = problem_of(a, b, bias, out.scalar_type());
-  if (!problem || index < 0 || out.device() != a.device() || !out.is_contiguous() || out.dim() != 2 || out.size(0) != problem->m ||
-      out.size(1) != problem->n || !aligned(out.data_ptr())) {
-    return false;
-  }
+bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
+                   const at::Tensor& preactivation) {
+  const bool gelu = preactivation.defined();
+  const std::optional<Problem> problem = problem_of(a, b, bias, out.scalar_type(), gelu);
+  const auto fits = [&](const at::Tensor& t) {
+    return t.device() == a.device() && t.scalar_type() == out.scalar_type() && t.is_contiguous() && t.dim() == 2 && t.size(0) == problem->m &&
+           t.size(1) == problem->n && aligned(t.data_ptr());
+  };
+  if (!problem || index < 0 || !fits(out) || (gelu && !fits(preactivation))) return false;
   std::lock_guard<std::mutex> lock(state_mutex());
   const Plan& plan = plan_for(*problem);
   if (index >= static_cast<int>(plan.algorithms.size())) return false;
@@ -287,6 +300,10 @@ bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor&
   if (problem->bias) {
     const void* bias_pointer = bias.data_ptr();
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer, sizeof(bias_pointer)), "setting the bias");
+  }
+  if (gelu) {
+    void* aux_pointer = preactivation.data_ptr();
+    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_pointer, sizeof(aux_pointer)), "setting the GELU input");
   }
   const float alpha = 1.0f, beta = 0.0f;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(problem->device)).stream();
@@ -301,8 +318,8 @@ std::string cublaslt_version() { return lt_api().loaded ? std::to_string(lt_api(
 
 #else
 
-int lt_algorithm_count(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::ScalarType, int) { return 0; }
-bool lt_matmul_out(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int) { return false; }
+int lt_algorithm_count(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::ScalarType, int, bool) { return 0; }
+bool lt_matmul_out(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int, const at::Tensor&) { return false; }
 std::string cublaslt_version() { return {}; }
 
 #endif

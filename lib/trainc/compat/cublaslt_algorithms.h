@@ -9,6 +9,9 @@
 // matrices, each with one unit stride (row- or column-major, as a transposed view is), every
 // address and leading dimension a multiple of 16 bytes; out [m, n] contiguous, in the operands'
 // dtype or in float32, accumulated in float32 as ATen's products are. Anything else is not run here.
+// With a bias, the GELU epilogue (`gelu`) makes out = gelu(a . b + bias), GELU's tanh approximation
+// applied to the float32 sum, and writes that sum, rounded, to `preactivation` ([m, n] contiguous,
+// out's dtype), what GELU's backward reads.
 //
 // The functions come from the cuBLASLt that LibTorch's CUDA library loaded (the one ATen's own
 // products run on), looked up in the process rather than linked a second time.
@@ -25,12 +28,14 @@ namespace trainc {
 // How many algorithms the heuristic offers for this product, best-ranked first, at most `limit`;
 // 0 where cuBLASLt cannot run it directly (above; on the CPU, in a build without CUDA). `bias`:
 // [n] contiguous in the operands' dtype, or undefined.
-int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, int limit);
+int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, int limit,
+                       bool gelu = false);
 
 // Writes the product into `out` with algorithm `index` of that ranking. False, with nothing run,
 // where the operands are not ones this runs or the ranking is shorter (the caller then runs ATen's).
 // Capturable into a CUDA graph: the workspace is one buffer per device, allocated on first use.
-bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index);
+bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
+                   const at::Tensor& preactivation = at::Tensor());
 
 // "cublaslt-algo-2": a compiled program's variant name for algorithm 2 of the ranking, and back.
 std::string lt_algorithm_name(int index);

@@ -21,7 +21,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::recompute_cost, "recompute_cost"},         {Optimization::saved_operands, "saved_operands"},
       {Optimization::grouped_casts, "grouped_casts"},           {Optimization::attention_bias_sums, "attention_bias_sums"},
       {Optimization::embedding_grad_add, "embedding_grad_add"}, {Optimization::adamw_kernel, "adamw_kernel"},
-      {Optimization::gemm_algorithms, "gemm_algorithms"},
+      {Optimization::gemm_algorithms, "gemm_algorithms"},       {Optimization::gelu_epilogue, "gelu_epilogue"},
   };
   return names;
 }

@@ -46,6 +46,8 @@ enum class Optimization {
                         // clipped gradients back as ATen's fused AdamW does (train/adamw_kernel)
   gemm_algorithms,      // max-autotune, GPU: cuBLASLt's first-ranked algorithms for each product measured along with
                         // ATen's cuBLAS and cuBLASLt calls (compat/cublaslt_algorithms)
+  gelu_epilogue,        // planner, GPU: a linear layer's tanh GELU applied by its GEMM's epilogue, which keeps the
+                        // product for the backward (passes/gelu_epilogue)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

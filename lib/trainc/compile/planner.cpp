@@ -8,12 +8,14 @@
 #include <sstream>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/cublaslt_algorithms.h"
 #include "trainc/compat/device_timing.h"
 #include "trainc/compat/library_variants.h"
 #include "trainc/compile/backends/inductor.h"
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/passes/attention_lse_in_forward.h"
 #include "trainc/compile/passes/dlogits_in_forward.h"
+#include "trainc/compile/passes/gelu_epilogue.h"
 #include "trainc/compile/runtime/guards.h"
 #include "trainc/models/model.h"
 
@@ -35,6 +37,10 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   if (inputs.is_cuda() && attention_backends(inputs.device()).size() > 1 && optimization_enabled(Optimization::attention_lse) &&
       optimization_enabled(Optimization::attention_choice)) {
     plan.joint.graph = ir::attention_lse_in_forward(plan.joint.graph);
+  }
+  // A linear layer's GELU in its GEMM's epilogue: cuBLASLt's, on a GPU.
+  if (inputs.is_cuda() && !cublaslt_version().empty() && optimization_enabled(Optimization::gelu_epilogue)) {
+    plan.joint.graph = ir::gelu_epilogue(plan.joint.graph);
   }
   plan.programs = partition(plan.joint);
   return plan;

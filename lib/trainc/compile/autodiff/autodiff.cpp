@@ -388,6 +388,7 @@ bool has_gradient_rule(Op op) {
     case Op::attention_grad_and_bias_sums:
     case Op::attention_lse:
     case Op::embedding_grad_add:
+    case Op::matmul_bias_gelu:
       return false;
     default:
       return true;

@@ -83,7 +83,8 @@ enum class OpKind : uint8_t {
   X(matmul_to_float, kExtern, 2)   \
   X(attention_grad_and_bias_sums, kExtern, 6) \
   X(attention_lse, kExtern, 1)    \
-  X(embedding_grad_add, kExtern, 3)
+  X(embedding_grad_add, kExtern, 3) \
+  X(matmul_bias_gelu, kExtern, 3)
 // clang-format on
 
 enum class Op : uint8_t {

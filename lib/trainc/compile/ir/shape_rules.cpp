@@ -52,6 +52,8 @@
 //                returned in float32, as cast(matmul(a, b), f32) without rounding to a's dtype first
 //   embedding_grad_add  (base [vocab, dim] floating, grad, indices) as embedding_grad -> its type:
 //                cast(base, grad's dtype) + embedding_grad(grad, indices)
+//   matmul_bias_gelu  (x, w, bias) as matmul_bias, bf16 or f16 -> [2, ...matmul_bias's shape]:
+//                [0] GELU (tanh approximation) of [1], the product plus bias (passes/gelu_epilogue)
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -245,6 +247,12 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       require(attrs.ints.size() == 1 && attrs.ints[0] >= 1, "embedding_grad needs ints {vocab}");
       require(in[1].dtype == DType::i64 && in[0].rank() == in[1].rank() + 1, "embedding_grad takes grad [..., dim] and i64 indices [...]");
       return {in[0].dtype, {attrs.ints[0], in[0].shape.back()}};
+    }
+    case Op::matmul_bias_gelu: {
+      TensorType product = extern_type(Op::matmul_bias, in, attrs);
+      require(is_half_precision(product.dtype), "matmul_bias_gelu multiplies bf16 or f16, got " + in[0].str());
+      product.shape.insert(product.shape.begin(), 2);
+      return product;
     }
     case Op::embedding_grad_add: {
       const TensorType sum = extern_type(Op::embedding_grad, {in[1], in[2]}, attrs);

@@ -22,6 +22,62 @@ namespace {
 using Inputs = std::vector<at::Tensor>;
 using Kernel = at::Tensor (*)(const Inputs&, const Attributes&, at::Device);
 
+// matmul, matmul_bias, matmul_to_float and matmul_bias_gelu as one product of matrices: a [..., k]
+// contiguous input folded into [rows, k], a 2-D weight, a 1-D bias; out in the operands' dtype or in
+// float32 (out_sizes: matmul_bias_gelu's one half).
+struct MatrixProduct {
+  at::Tensor a, b, bias;
+  at::ScalarType out_dtype = at::kFloat;
+  std::vector<int64_t> out_sizes;
+};
+
+std::optional<MatrixProduct> matrix_product(const Node& node, const Inputs& inputs) {
+  if (node.op != Op::matmul && node.op != Op::matmul_bias && node.op != Op::matmul_to_float && node.op != Op::matmul_bias_gelu) {
+    return std::nullopt;
+  }
+  const at::Tensor& x = inputs[0];
+  const at::Tensor& w = inputs[1];
+  if (w.dim() != 2 || x.dim() < 2 || (x.dim() > 2 && !x.is_contiguous())) return std::nullopt;
+  if (node.op == Op::matmul_to_float && x.dim() != 2) return std::nullopt;
+  MatrixProduct product;
+  product.a = x.dim() == 2 ? x : x.view({-1, x.size(-1)});
+  product.b = w;
+  if (node.op == Op::matmul_bias || node.op == Op::matmul_bias_gelu) {
+    if (inputs[2].dim() != 1) return std::nullopt;
+    product.bias = inputs[2];
+  }
+  product.out_dtype = node.op == Op::matmul_to_float ? at::kFloat : x.scalar_type();
+  product.out_sizes = x.sizes().vec();
+  product.out_sizes.back() = w.size(1);
+  return product;
+}
+
+// GELU's tanh approximation as the import decomposes it (import/composites): in float32, the same
+// operations in the same order, rounded once to y's dtype.
+at::Tensor gelu_tanh(const at::Tensor& y) {
+  const at::Tensor x = y.to(at::kFloat);
+  const at::Tensor inner = at::tanh((x + x * x * x * 0.044715) * std::sqrt(2.0 / M_PI));
+  return ((x * 0.5) * (inner + 1.0)).to(y.scalar_type());
+}
+
+// [GELU(y), y] for y = x . w + bias: cuBLASLt's algorithm `algorithm` with the GELU epilogue, which
+// writes both halves; where it cannot run (the CPU, operands it does not take), ATen's product and
+// the GELU the import would have computed from it.
+at::Tensor matmul_bias_gelu(const Node& node, const Inputs& in, int algorithm) {
+  const std::optional<MatrixProduct> product = matrix_product(node, in);
+  const at::Tensor a = product ? product->a : in[0].reshape({-1, in[0].size(-1)});
+  at::Tensor packed = at::empty({2, a.size(0), in[1].size(1)}, in[0].options());
+  at::Tensor gelu = packed.select(0, 0), preactivation = packed.select(0, 1);
+  if (!product || !lt_matmul_out(gelu, product->a, product->b, product->bias, algorithm, preactivation)) {
+    at::addmm_out(preactivation, in[2], a, in[1]);
+    gelu.copy_(gelu_tanh(preactivation));
+  }
+  std::vector<int64_t> sizes = in[0].sizes().vec();
+  sizes.back() = in[1].size(1);
+  sizes.insert(sizes.begin(), 2);
+  return packed.view(sizes);
+}
+
 // Without a chosen backend: ATen's scaled_dot_product_attention, which picks one itself, for the
 // causal attention it computes; the textbook formula otherwise.
 at::Tensor attention(const Inputs& in, const Attributes& attrs) {
@@ -229,6 +285,11 @@ at::Tensor run_concat(const Inputs& in, const Attributes& a, at::Device device) 
 at::Tensor run_slice_backward(const Inputs& in, const Attributes& a, at::Device device) { return at::slice_backward(in[0], tail(a.ints, 4), a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
 at::Tensor run_embedding_grad(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding_dense_backward(in[0], in[1], a.ints[0], -1, false); }
 at::Tensor run_embedding_grad_add(const Inputs& in, const Attributes& a, at::Device device) { return embedding_grad_add(in[0], in[1], in[2]); }
+at::Tensor run_matmul_bias_gelu(const Inputs& in, const Attributes& a, at::Device device) {
+  Node node;
+  node.op = Op::matmul_bias_gelu;
+  return matmul_bias_gelu(node, in, 0);  // the heuristic's first algorithm
+}
 at::Tensor run_conv2d_input_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 0); }
 at::Tensor run_conv2d_weight_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 1); }
 // One GEMM with the bias as its C operand, as eager's linear and addmm run: the sum is rounded
@@ -299,40 +360,9 @@ double attention_scale(const Attributes& attrs, int64_t head_dim) {
   return attrs.scalar == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : attrs.scalar;
 }
 
-namespace {
-
-// matmul, matmul_bias and matmul_to_float as one product of matrices: a [..., k] contiguous input
-// folded into [rows, k], a 2-D weight, a 1-D bias; out in the operands' dtype or in float32.
-struct MatrixProduct {
-  at::Tensor a, b, bias;
-  at::ScalarType out_dtype = at::kFloat;
-  std::vector<int64_t> out_sizes;
-};
-
-std::optional<MatrixProduct> matrix_product(const Node& node, const std::vector<at::Tensor>& inputs) {
-  if (node.op != Op::matmul && node.op != Op::matmul_bias && node.op != Op::matmul_to_float) return std::nullopt;
-  const at::Tensor& x = inputs[0];
-  const at::Tensor& w = inputs[1];
-  if (w.dim() != 2 || x.dim() < 2 || (x.dim() > 2 && !x.is_contiguous())) return std::nullopt;
-  if (node.op == Op::matmul_to_float && x.dim() != 2) return std::nullopt;
-  MatrixProduct product;
-  product.a = x.dim() == 2 ? x : x.view({-1, x.size(-1)});
-  product.b = w;
-  if (node.op == Op::matmul_bias) {
-    if (inputs[2].dim() != 1) return std::nullopt;
-    product.bias = inputs[2];
-  }
-  product.out_dtype = node.op == Op::matmul_to_float ? at::kFloat : x.scalar_type();
-  product.out_sizes = x.sizes().vec();
-  product.out_sizes.back() = w.size(1);
-  return product;
-}
-
-}  // namespace
-
 int gemm_algorithm_count(const Node& node, const std::vector<at::Tensor>& inputs, int limit) {
   const std::optional<MatrixProduct> product = matrix_product(node, inputs);
-  return product ? lt_algorithm_count(product->a, product->b, product->bias, product->out_dtype, limit) : 0;
+  return product ? lt_algorithm_count(product->a, product->b, product->bias, product->out_dtype, limit, node.op == Op::matmul_bias_gelu) : 0;
 }
 
 at::ScalarType to_scalar_type(DType dtype) {
@@ -400,6 +430,7 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
     return linear_cross_entropy_grad_from_dlogits(inputs[0], inputs[1], inputs[2], inputs[3], *gemms);
   }
   if (const std::optional<int> algorithm = lt_algorithm_index(variant)) {
+    if (node.op == Op::matmul_bias_gelu) return matmul_bias_gelu(node, inputs, *algorithm);
     if (const std::optional<MatrixProduct> product = matrix_product(node, inputs)) {
       at::Tensor out = at::empty({product->a.size(0), product->b.size(1)}, product->a.options().dtype(product->out_dtype));
       if (lt_matmul_out(out, product->a, product->b, product->bias, *algorithm)) return out.view(product->out_sizes);
