@@ -22,7 +22,9 @@
 # same in max-autotune (for gemm_algorithms, a max-autotune choice); env-VAR=VALUE,VAR=VALUE:
 # reduce-overhead with those environment variables set),
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
-# (Trainer, gpt2 case only: none default). TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
+# (Trainer, gpt2 case only: none default). TRAINC_GPU_ROUNDS=N runs the cases N times, one after the
+# other (round 2's runs named gpt2-r2 and so on). A monitor samples the GPU's clock, power and
+# temperature throughout; the summary shows them for each run's steps. TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
 # runs trainc inductor once more per case with TRAINC_PROFILE_KERNELS=1 and prints where its step
 # time goes (each step synchronized: slower, for the breakdown only), then traces steps 11-13 of
 # each backend in TRAINC_GPU_TRACE_BACKENDS (default inductor; TRAINC_PROFILE_TRACE) and prints
@@ -76,17 +78,20 @@ GPUS=$(nvidia-smi --list-gpus 2>/dev/null | wc -l)
 trainc_run() {  # case, run name, extra flags; WORLD=N when the flags start N processes
   local case=$1 name=$2 world=${WORLD:-1}; shift 2
   step "$case: trainc $name"
-  local dir="$OUT/$case-${name// /-}"
+  local dir="$OUT/$case$ROUND-${name// /-}"
   # shellcheck disable=SC2086
   local without=()  # a without-NAME run: that optimization switched off
   [[ -n ${TRAINC_GPU_RUN_WITHOUT:-} ]] && without=(TRAINC_DISABLE_OPTIMIZATIONS="$TRAINC_GPU_RUN_WITHOUT")
   local variables=()  # an env-VAR=VALUE,... run: those variables set
   [[ -n ${TRAINC_GPU_RUN_ENV:-} ]] && IFS=, read -ra variables <<< "$TRAINC_GPU_RUN_ENV"
+  local start
+  start=$(date +%s.%N)
   env "${without[@]}" "${variables[@]}" timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$dir" --logging-first-step \
     ${TRAINC_FLAGS[$case]} "$@" > "$dir.log" 2>&1
   local rc=$?
   [[ $rc -ne 0 ]] && { echo "trainc $name failed (exit $rc):"; tail -n 15 "$dir.log"; }
-  python3 - "$dir/metrics.jsonl" "$case" "$name" "$rc" "$((world * TOKENS[$case]))" <<'PY' >> "$OUT/results.jsonl"
+  echo "$case$ROUND|trainc $name|$start|$(date +%s.%N)" >> "$OUT/run-times.txt"
+  python3 - "$dir/metrics.jsonl" "$case$ROUND" "$name" "$rc" "$((world * TOKENS[$case]))" <<'PY' >> "$OUT/results.jsonl"
 import json, statistics, sys
 path, case, name, rc, tokens = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 rows = [json.loads(l) for l in open(path)] if rc == 0 else []
@@ -110,10 +115,13 @@ peer_run() {  # case, script, peer name, mode; WORLD=N starts N processes with t
   [[ $peer == pytorch && ${TRAINC_GPU_PROFILE:-0} == 1 ]] && profile="--profile"
   [[ $world -gt 1 ]] && launch=(torchrun --standalone --nproc-per-node "$world")
   # shellcheck disable=SC2086
-  timeout 400 "${launch[@]}" "scripts/bench/$script" --compile "$mode" ${PEER_FLAGS[$case]} $profile 2> "$OUT/$case-$peer-$mode-x$world.log" |
-    tee -a "$OUT/$case-$peer-$mode-x$world.log" | grep '^{"peer"' |
-    python3 -c 'import json,sys; [print(json.dumps({"case": sys.argv[1], **json.loads(l)})) for l in sys.stdin]' "$case" \
+  local start log="$OUT/$case$ROUND-$peer-$mode-x$world.log"
+  start=$(date +%s.%N)
+  timeout 400 "${launch[@]}" "scripts/bench/$script" --compile "$mode" ${PEER_FLAGS[$case]} $profile 2> "$log" |
+    tee -a "$log" | grep '^{"peer"' |
+    python3 -c 'import json,sys; [print(json.dumps({"case": sys.argv[1], **json.loads(l)})) for l in sys.stdin]' "$case$ROUND" \
     >> "$OUT/results.jsonl"
+  echo "$case$ROUND|$peer $mode|$start|$(date +%s.%N)" >> "$OUT/run-times.txt"
 }
 
 # The flags that compile with `$1`: a backend, or a mode of the inductor backend.
@@ -124,13 +132,20 @@ compile_flags() {
   esac
 }
 
-rm -f "$OUT/results.jsonl"
+rm -f "$OUT/results.jsonl" "$OUT/run-times.txt"
+# The GPU's clock, power and temperature every 200 ms while the cases run (read only), to tell a
+# slower interval from a GPU that lowered its clock.
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 200 > "$OUT/gpu-monitor.csv" 2>/dev/null &
+monitor=$!
+for round in $(seq "${TRAINC_GPU_ROUNDS:-1}"); do
+# Round 2 onwards: the same runs again, named gpt2-r2 and so on (side by side twice in one call).
+ROUND=$([[ $round -gt 1 ]] && echo "-r$round")
 for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
   if [[ $case == loss ]]; then
     trainc_run loss eager
     trainc_run loss inductor --torch-compile-backend inductor
-    python3 scripts/bench/compare_losses.py "$OUT/loss-eager/metrics.jsonl" "$OUT/loss-inductor/metrics.jsonl" |
-      tee "$OUT/loss-comparison.txt"
+    python3 scripts/bench/compare_losses.py "$OUT/loss$ROUND-eager/metrics.jsonl" "$OUT/loss$ROUND-inductor/metrics.jsonl" |
+      tee "$OUT/loss$ROUND-comparison.txt"
     continue
   fi
   if [[ $case == ddp ]]; then
@@ -178,6 +193,8 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
     for mode in ${TRAINC_GPU_HF_MODES:-none default}; do peer_run "$case" hf_trainer_gpt2.py hf_trainer "$mode"; done
   fi
 done
+done
+kill "$monitor" 2>/dev/null
 
 # max-autotune's records (the choices of this call's runs: a fresh machine starts with an empty cache).
 records=("${TRAINC_CACHE_DIR:-$HOME/.cache/trainc}"/autotune/*.txt)
@@ -209,6 +226,26 @@ grep -h "compile: autotuned" "$OUT"/*.log 2>/dev/null | cut -c1-300
 grep -h -A4 "^profile:" "$OUT"/*-pytorch-*.log 2>/dev/null
 for profile in "$OUT"/*-profile.txt; do [[ -s $profile ]] && { echo "trainc inductor profile ($(basename "$profile")):"; cat "$profile"; }; done
 for trace in "$OUT"/*-trace-*.txt; do [[ -s $trace ]] && { echo "trainc trace ($(basename "$trace")):"; cat "$trace"; }; done
+# Each run's GPU clock and power while it trained (the monitor's samples above 250 W inside the run:
+# steps, not start-up or compilation), from the monitor.
+[[ -s "$OUT/run-times.txt" && -s "$OUT/gpu-monitor.csv" ]] && python3 - "$OUT/run-times.txt" "$OUT/gpu-monitor.csv" <<'PY'
+import datetime, statistics, sys
+samples = []
+for line in open(sys.argv[2]):
+    fields = [f.strip() for f in line.split(",")]
+    try:
+        when = datetime.datetime.strptime(fields[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+        samples.append((when, float(fields[1]), float(fields[2]), float(fields[3])))
+    except (ValueError, IndexError):
+        continue
+print("\nGPU while each run trained (samples above 250 W): count, SM clock MHz (median, lowest), power W (median), highest temperature C")
+for line in open(sys.argv[1]):
+    case, run, start, end = line.strip().split("|")
+    busy = [s for s in samples if float(start) <= s[0] <= float(end) and s[2] > 250]
+    if busy:
+        print(f"  {case:<8}{run:<44}{len(busy):4d}{statistics.median(s[1] for s in busy):7.0f}{min(s[1] for s in busy):7.0f}"
+              f"{statistics.median(s[2] for s in busy):7.0f}{max(s[3] for s in busy):5.0f}")
+PY
 [[ -s "$OUT/results.jsonl" ]] && python3 - "$OUT/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

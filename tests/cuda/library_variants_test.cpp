@@ -261,12 +261,20 @@ TEST_CASE("every cuBLASLt algorithm max-autotune measures computes the product",
     const int count = ir::gemm_algorithm_count(c.node, c.inputs, 16);
     std::cout << "cuBLASLt " << cublaslt_version() << " ranks " << count << " algorithms for " << c.what << std::endl;
     REQUIRE(count >= 2);
+    // The operands as the executor folds them: x's rows, the weight, the bias.
+    const at::Tensor a = c.inputs[0].dim() == 2 ? c.inputs[0] : c.inputs[0].reshape({-1, c.inputs[0].size(-1)});
+    const at::Tensor bias = c.inputs.size() > 2 ? c.inputs[2] : at::Tensor();
+    const at::ScalarType out_dtype = c.node.op == ir::Op::matmul_to_float ? torch::kFloat : torch::kBFloat16;
     for (int i = 0; i < count; ++i) {
       INFO("algorithm " << i);
       const at::Tensor got = ir::execute_node(c.node, c.inputs, torch::kCUDA, lt_algorithm_name(i));
       CHECK(got.sizes() == c.expected.sizes());
-      CHECK(got.scalar_type() == (c.node.op == ir::Op::matmul_to_float ? torch::kFloat : torch::kBFloat16));
+      CHECK(got.scalar_type() == out_dtype);
       CHECK(relative_error(got, c.expected) < c.tolerance);
+      // Called directly, the algorithm runs (the executor would fall back to ATen silently).
+      at::Tensor direct = torch::empty({a.size(0), c.inputs[1].size(1)}, options.dtype(out_dtype));
+      REQUIRE(lt_matmul_out(direct, a, c.inputs[1], bias, i));
+      CHECK(relative_error(direct.view(c.expected.sizes()), c.expected) < c.tolerance);
     }
   }
   // Called directly: the call ran (execute_node would fall back to ATen silently); past the ranking it does not.
@@ -282,14 +290,18 @@ TEST_CASE("every cuBLASLt algorithm max-autotune measures computes the product",
   CHECK(relative_error(ir::execute_node(matmul, {misaligned, w}, torch::kCUDA, lt_algorithm_name(0)), at::matmul(f64(misaligned), f64(w))) < 1e-2);
   CHECK(ir::gemm_algorithm_count(matmul, {x.to(torch::kFloat), w.to(torch::kFloat)}, 16) == 0);  // float32 operands stay ATen's
 
-  // Captured: the last-ranked algorithm (which may use the shared workspace) replays on new inputs.
+  // Captured: the last-ranked algorithm (which may use the shared workspace), called directly,
+  // replays on new inputs.
   const int last = ir::gemm_algorithm_count(matmul_bias, {x, w, bias}, 16) - 1;
-  const at::Tensor static_x = x.clone();
-  at::Tensor captured;
+  const at::Tensor static_x = x_rows.clone();
+  const at::Tensor captured = torch::empty({384, 384}, options);
+  bool ran = false;
   CudaGraph graph(torch::kCUDA);
-  graph.run([&] { captured = ir::execute_node(matmul_bias, {static_x, w, bias}, torch::kCUDA, lt_algorithm_name(last)); });
-  graph.capture([&] { captured = ir::execute_node(matmul_bias, {static_x, w, bias}, torch::kCUDA, lt_algorithm_name(last)); });
-  const at::Tensor next_x = torch::randn({4, 96, 512}, options);
+  graph.run([&] { ran = lt_matmul_out(captured, static_x, w, bias, last); });
+  REQUIRE(ran);
+  graph.capture([&] { ran = lt_matmul_out(captured, static_x, w, bias, last); });
+  REQUIRE(ran);
+  const at::Tensor next_x = torch::randn({384, 512}, options);
   static_x.copy_(next_x);
   graph.replay();
   torch::cuda::synchronize();
@@ -325,6 +337,7 @@ TEST_CASE("the head's products on each of cuBLASLt's algorithms give the head's 
   REQUIRE(forward_count >= 1);
   for (int i = 0; i < forward_count; ++i) {
     INFO("logits on algorithm " << i);
+    REQUIRE(lt_matmul_out(logits.out, logits.a, logits.b, at::Tensor(), i));  // runs: the op's results below are its
     const at::Tensor packed = ir::execute_node(forward, forward_inputs, torch::kCUDA, lt_algorithm_list_name({i}));
     CHECK(relative_error(losses(packed), losses(expected_packed)) < 1e-3);
     CHECK(relative_error(ir::execute_node(backward, {packed, x, weight, grad}, torch::kCUDA), expected_grads) < 2e-2);
@@ -339,6 +352,7 @@ TEST_CASE("the head's products on each of cuBLASLt's algorithms give the head's 
     REQUIRE(count >= 1);
     for (int i = 0; i < count; ++i) {
       INFO("backward product " << product << " on algorithm " << i);
+      REQUIRE(lt_matmul_out(gemm.out, gemm.a, gemm.b, at::Tensor(), i));
       std::vector<int> algorithms = {-1, -1};
       algorithms[product] = i;
       CHECK(relative_error(ir::execute_node(backward, backward_inputs, torch::kCUDA, lt_algorithm_list_name(algorithms)), expected_grads) < 2e-2);
@@ -384,8 +398,11 @@ TEST_CASE("the GELU epilogue makes the tanh GELU of the product plus bias and ke
     REQUIRE(count >= 1);
     for (int i = 0; i < count; ++i) {
       INFO("algorithm " << i);
+      at::Tensor gelu = torch::empty({384, 384}, options), preactivation = torch::empty({384, 384}, options);
+      REQUIRE(lt_matmul_out(gelu, x.view({-1, 512}), weight.t(), bias, i, preactivation));  // the epilogue runs
       const at::Tensor both = ir::execute_node(node, inputs, torch::kCUDA, lt_algorithm_name(i));
       REQUIRE(both.sizes() == at::IntArrayRef({2, 4, 96, 384}));
+      CHECK(relative_error(preactivation, sum.view({384, 384})) < 1e-2);
       CHECK(relative_error(both.select(0, 1), sum) < 1e-2);
       if (near_minus_three) {
         const double tanh_error = ((f64(both.select(0, 0)) - expected).abs() / expected.abs()).max().item<double>();
@@ -397,11 +414,6 @@ TEST_CASE("the GELU epilogue makes the tanh GELU of the product plus bias and ke
       }
     }
   }
-  // Called directly, the epilogue ran (execute_node would fall back to ATen silently).
-  const at::Tensor x_rows = torch::randn({384, 512}, options), bias = torch::randn({384}, options);
-  at::Tensor out = torch::empty({384, 384}, options), preactivation = torch::empty({384, 384}, options);
-  CHECK(lt_matmul_out(out, x_rows, weight.t(), bias, 0, preactivation));
-  CHECK(relative_error(preactivation, at::matmul(f64(x_rows), f64(weight).t()) + f64(bias)) < 1e-2);
 }
 
 TEST_CASE("max-autotune measures a call's implementations once and a later run reads the choice", "[cuda][autotune]") {

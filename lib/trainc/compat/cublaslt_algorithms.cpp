@@ -6,9 +6,13 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
+#include "trainc/compat/cuda_graph.h"
+
 #if TRAINC_WITH_CUDA
+#include <ATen/Context.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cublasLt.h>
@@ -104,6 +108,28 @@ const LtApi& lt_api() {
   return api;
 }
 
+// The split-K reductions ATen lets a product of `out` dtype use (what it sets for its own cuBLASLt
+// calls): all, or none that adds partial sums in a half-precision output. ATen's setting is a bool
+// in earlier versions, at::CuBLASReductionOption (0: reduced precision allowed, 1: not, split-K
+// still in float32, 2: no split-K) in later ones.
+template <typename Option>
+uint32_t reduction_schemes(Option option) {
+  constexpr uint32_t all = CUBLASLT_REDUCTION_SCHEME_MASK, none = CUBLASLT_REDUCTION_SCHEME_NONE;
+  constexpr uint32_t in_float32 = none | static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
+  if constexpr (std::is_same_v<Option, bool>) {
+    return option ? all : in_float32;
+  } else {
+    const int value = static_cast<int>(option);
+    return value == 0 ? all : value == 1 ? in_float32 : none;
+  }
+}
+
+uint32_t allowed_reductions(at::ScalarType out_dtype) {
+  if (out_dtype == at::kBFloat16) return reduction_schemes(at::globalContext().allowBF16ReductionCuBLAS());
+  if (out_dtype == at::kHalf) return reduction_schemes(at::globalContext().allowFP16ReductionCuBLAS());
+  return static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_MASK);  // a float32 output adds its partial sums in float32
+}
+
 void check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string("cuBLASLt: ") + what + " failed with status " + std::to_string(status));
 }
@@ -142,7 +168,7 @@ std::optional<Operand> transposed_operand(const at::Tensor& t) {
 }
 
 // What decides the ranking: the operands' layouts and dtypes, the output's, the bias, the device.
-using ProblemKey = std::array<int64_t, 15>;
+using ProblemKey = std::array<int64_t, 16>;
 
 struct Problem {
   Operand lt_a, lt_b;  // b^T and a^T
@@ -150,10 +176,11 @@ struct Problem {
   cudaDataType_t operand_type{}, out_type{};
   bool bias = false;
   bool gelu = false;  // with the bias: gelu(a . b + bias) out, the sum kept
+  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;  // the split-K reductions allowed
   int device = 0;
 
   ProblemKey key() const {
-    return {lt_a.rows, lt_a.cols, lt_a.ld, lt_a.op, lt_b.rows, lt_b.cols, lt_b.ld, lt_b.op, m, n, operand_type, out_type, bias, gelu, device};
+    return {lt_a.rows, lt_a.cols, lt_a.ld, lt_a.op, lt_b.rows, lt_b.cols, lt_b.ld, lt_b.op, m, n, operand_type, out_type, bias, gelu, reductions, device};
   }
 };
 
@@ -177,6 +204,7 @@ std::optional<Problem> problem_of(const at::Tensor& a, const at::Tensor& b, cons
   }
   if (gelu && (!problem.bias || out_dtype == at::kFloat)) return std::nullopt;  // the epilogue with a bias, into bf16 or f16
   problem.gelu = gelu;
+  problem.reductions = allowed_reductions(out_dtype);
   const std::optional<Operand> lt_a = transposed_operand(b), lt_b = transposed_operand(a);
   if (!lt_a || !lt_b) return std::nullopt;
   problem.lt_a = *lt_a;
@@ -206,9 +234,13 @@ std::mutex& state_mutex() {
 }
 
 // Kept until the process ends: nothing here is destroyed at exit, after LibTorch's CUDA state may be.
-DeviceState& device_state(int device) {
+std::map<int, DeviceState>& device_states() {
   static std::map<int, DeviceState>& states = *new std::map<int, DeviceState>();
-  DeviceState& state = states[device];
+  return states;
+}
+
+DeviceState& device_state(int device) {
+  DeviceState& state = device_states()[device];
   if (state.handle == nullptr) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     check(lt_api().create(&state.handle), "cublasLtCreate");
@@ -223,6 +255,7 @@ const Plan& plan_for(const Problem& problem) {
   const ProblemKey key = problem.key();
   auto found = plans.find(key);
   if (found != plans.end()) return found->second;
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(problem.device));  // the heuristic ranks for the current device
   const LtApi& api = lt_api();
   const DeviceState& state = device_state(problem.device);
   Plan plan;
@@ -255,6 +288,8 @@ const Plan& plan_for(const Problem& problem) {
   const uint64_t workspace = kWorkspaceBytes;
   const uint32_t alignment = 16;
   check(api.preference_set(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)), "setting the workspace");
+  check(api.preference_set(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &problem.reductions, sizeof(problem.reductions)),
+        "setting the reductions");
   for (const cublasLtMatmulPreferenceAttributes_t attribute :
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
@@ -280,7 +315,14 @@ int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tenso
   const std::optional<Problem> problem = problem_of(a, b, bias, out_dtype, gelu);
   if (!problem) return 0;
   std::lock_guard<std::mutex> lock(state_mutex());
-  return std::min(limit, static_cast<int>(plan_for(*problem).algorithms.size()));
+  try {
+    // Asked outside a CUDA graph's capture (the first run decides): the device's handle and
+    // workspace are made here, not while a capture records.
+    (void)device_state(problem->device);
+    return std::min(limit, static_cast<int>(plan_for(*problem).algorithms.size()));
+  } catch (const std::exception&) {
+    return 0;  // a descriptor cuBLASLt refused: none runs here
+  }
 }
 
 bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
@@ -293,10 +335,13 @@ bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor&
   };
   if (!problem || index < 0 || !fits(out) || (gelu && !fits(preactivation))) return false;
   std::lock_guard<std::mutex> lock(state_mutex());
+  // A product first met while a capture records has no workspace to replay on yet: ATen's.
+  if (device_states().count(problem->device) == 0 && cuda_stream_capturing()) return false;
   const Plan& plan = plan_for(*problem);
   if (index >= static_cast<int>(plan.algorithms.size())) return false;
   const LtApi& api = lt_api();
   const DeviceState& state = device_state(problem->device);
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(problem->device));
   if (problem->bias) {
     const void* bias_pointer = bias.data_ptr();
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer, sizeof(bias_pointer)), "setting the bias");

@@ -8,7 +8,9 @@
 // A product here is out = a . b (+ bias per column of out), a [m, k] and b [k, n] bf16 or f16
 // matrices, each with one unit stride (row- or column-major, as a transposed view is), every
 // address and leading dimension a multiple of 16 bytes; out [m, n] contiguous, in the operands'
-// dtype or in float32, accumulated in float32 as ATen's products are. Anything else is not run here.
+// dtype or in float32, accumulated in float32 as ATen's products are (split-K partial sums added in
+// a half-precision output only where ATen allows its own products to: allowBF16ReductionCuBLAS).
+// Anything else is not run here.
 // With a bias, the GELU epilogue (`gelu`) makes out = gelu(a . b + bias), GELU's tanh approximation
 // applied to the float32 sum, and writes that sum, rounded, to `preactivation` ([m, n] contiguous,
 // out's dtype), what GELU's backward reads.
@@ -27,13 +29,16 @@ namespace trainc {
 
 // How many algorithms the heuristic offers for this product, best-ranked first, at most `limit`;
 // 0 where cuBLASLt cannot run it directly (above; on the CPU, in a build without CUDA). `bias`:
-// [n] contiguous in the operands' dtype, or undefined.
+// [n] contiguous in out's dtype, or undefined. Asked before a CUDA graph's capture: the device's
+// handle and workspace are made by the first question.
 int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, int limit,
                        bool gelu = false);
 
 // Writes the product into `out` with algorithm `index` of that ranking. False, with nothing run,
 // where the operands are not ones this runs or the ranking is shorter (the caller then runs ATen's).
-// Capturable into a CUDA graph: the workspace is one buffer per device, allocated on first use.
+// Capturable into a CUDA graph: the workspace is one buffer per device, made by lt_algorithm_count
+// or the first call outside a capture (a product first met inside one is left to ATen). Products
+// on one device share it, so they must run one after another (one stream, as a step's do).
 bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
                    const at::Tensor& preactivation = at::Tensor());
 

@@ -54,6 +54,7 @@ std::vector<std::string> candidate_names(const ir::Node& node, const std::vector
   return names;
 }
 
+// " bf16[16,1024]/[1024,1] ...": dtypes, shapes and strides, as tuning keys spell them.
 std::string describe_tensors(const std::vector<at::Tensor>& tensors) {
   std::string text;
   for (const at::Tensor& t : tensors) {
@@ -104,11 +105,7 @@ std::string describe_call(const ir::Node& node, const std::vector<at::Tensor>& i
     if (!lt_version.empty()) text << " cublasLt " << lt_version;
   }
   if (node.op == ir::Op::sum || node.op == ir::Op::sum_to_float) text << " split_rows " << column_sums_version();
-  text << " |";
-  for (const at::Tensor& input : inputs) {
-    text << " " << ir::dtype_name(ir::to_dtype(input.scalar_type())) << "[" << join_ints(input.sizes()) << "]/[" << join_ints(input.strides())
-         << "]";
-  }
+  text << " |" << describe_tensors(inputs);
   return text.str();
 }
 

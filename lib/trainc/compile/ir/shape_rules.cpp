@@ -251,6 +251,7 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
     case Op::matmul_bias_gelu: {
       TensorType product = extern_type(Op::matmul_bias, in, attrs);
       require(is_half_precision(product.dtype), "matmul_bias_gelu multiplies bf16 or f16, got " + in[0].str());
+      require(in[1].rank() == 2, "matmul_bias_gelu takes a weight matrix, got " + in[1].str());
       product.shape.insert(product.shape.begin(), 2);
       return product;
     }

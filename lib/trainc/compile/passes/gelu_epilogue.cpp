@@ -58,6 +58,10 @@ ValueId linear_under_gelu(const Graph& g, ValueId h) {
       const ValueId y = widen.inputs[0];
       const Node& linear = g.node(y);
       if (linear.op != Op::matmul_bias || g.type(y).dtype != narrow.type.dtype || g.type(linear.inputs[1]).rank() != 2) return -1;
+      // cuBLASLt's epilogue takes rows of whole 16-byte groups (8 bf16): other widths would run
+      // ATen's product and GELU op by op, slower than no pass.
+      const std::vector<int64_t>& weight = g.type(linear.inputs[1]).shape;
+      if (weight[0] % 8 != 0 || weight[1] % 8 != 0) return -1;
       return y;
     }
   }

@@ -11,7 +11,8 @@
 // Every reader of y (the backward's GELU derivative) and of h reads the slices. The epilogue
 // applies GELU to the float32 sum before it is rounded, where the decomposition applies it to the
 // rounded sum: the activation can differ from eager's by one bf16 rounding. The planner runs the
-// pass for steps on a GPU where cuBLASLt is loaded (switch gelu_epilogue).
+// pass for steps on a GPU where cuBLASLt is loaded (switch gelu_epilogue), for layers whose
+// widths are multiples of 8 (the epilogue's 16-byte rows).
 #pragma once
 
 #include "trainc/compile/ir/graph.h"

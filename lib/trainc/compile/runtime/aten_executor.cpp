@@ -31,22 +31,22 @@ struct MatrixProduct {
   std::vector<int64_t> out_sizes;
 };
 
-std::optional<MatrixProduct> matrix_product(const Node& node, const Inputs& inputs) {
-  if (node.op != Op::matmul && node.op != Op::matmul_bias && node.op != Op::matmul_to_float && node.op != Op::matmul_bias_gelu) {
-    return std::nullopt;
-  }
+bool is_product(Op op) { return op == Op::matmul || op == Op::matmul_bias || op == Op::matmul_to_float || op == Op::matmul_bias_gelu; }
+
+std::optional<MatrixProduct> matrix_product(Op op, const Inputs& inputs) {
+  if (!is_product(op)) return std::nullopt;
   const at::Tensor& x = inputs[0];
   const at::Tensor& w = inputs[1];
   if (w.dim() != 2 || x.dim() < 2 || (x.dim() > 2 && !x.is_contiguous())) return std::nullopt;
-  if (node.op == Op::matmul_to_float && x.dim() != 2) return std::nullopt;
+  if (op == Op::matmul_to_float && x.dim() != 2) return std::nullopt;
   MatrixProduct product;
   product.a = x.dim() == 2 ? x : x.view({-1, x.size(-1)});
   product.b = w;
-  if (node.op == Op::matmul_bias || node.op == Op::matmul_bias_gelu) {
+  if (op == Op::matmul_bias || op == Op::matmul_bias_gelu) {
     if (inputs[2].dim() != 1) return std::nullopt;
     product.bias = inputs[2];
   }
-  product.out_dtype = node.op == Op::matmul_to_float ? at::kFloat : x.scalar_type();
+  product.out_dtype = op == Op::matmul_to_float ? at::kFloat : x.scalar_type();
   product.out_sizes = x.sizes().vec();
   product.out_sizes.back() = w.size(1);
   return product;
@@ -63,8 +63,8 @@ at::Tensor gelu_tanh(const at::Tensor& y) {
 // [GELU(y), y] for y = x . w + bias: cuBLASLt's algorithm `algorithm` with the GELU epilogue, which
 // writes both halves; where it cannot run (the CPU, operands it does not take), ATen's product and
 // the GELU the import would have computed from it.
-at::Tensor matmul_bias_gelu(const Node& node, const Inputs& in, int algorithm) {
-  const std::optional<MatrixProduct> product = matrix_product(node, in);
+at::Tensor matmul_bias_gelu(const Inputs& in, int algorithm) {
+  const std::optional<MatrixProduct> product = matrix_product(Op::matmul_bias_gelu, in);
   const at::Tensor a = product ? product->a : in[0].reshape({-1, in[0].size(-1)});
   at::Tensor packed = at::empty({2, a.size(0), in[1].size(1)}, in[0].options());
   at::Tensor gelu = packed.select(0, 0), preactivation = packed.select(0, 1);
@@ -286,9 +286,7 @@ at::Tensor run_slice_backward(const Inputs& in, const Attributes& a, at::Device 
 at::Tensor run_embedding_grad(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding_dense_backward(in[0], in[1], a.ints[0], -1, false); }
 at::Tensor run_embedding_grad_add(const Inputs& in, const Attributes& a, at::Device device) { return embedding_grad_add(in[0], in[1], in[2]); }
 at::Tensor run_matmul_bias_gelu(const Inputs& in, const Attributes& a, at::Device device) {
-  Node node;
-  node.op = Op::matmul_bias_gelu;
-  return matmul_bias_gelu(node, in, 0);  // the heuristic's first algorithm
+  return matmul_bias_gelu(in, 0);  // the heuristic's first algorithm
 }
 at::Tensor run_conv2d_input_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 0); }
 at::Tensor run_conv2d_weight_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 1); }
@@ -361,7 +359,7 @@ double attention_scale(const Attributes& attrs, int64_t head_dim) {
 }
 
 int gemm_algorithm_count(const Node& node, const std::vector<at::Tensor>& inputs, int limit) {
-  const std::optional<MatrixProduct> product = matrix_product(node, inputs);
+  const std::optional<MatrixProduct> product = matrix_product(node.op, inputs);
   return product ? lt_algorithm_count(product->a, product->b, product->bias, product->out_dtype, limit, node.op == Op::matmul_bias_gelu) : 0;
 }
 
@@ -430,8 +428,9 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
     return linear_cross_entropy_grad_from_dlogits(inputs[0], inputs[1], inputs[2], inputs[3], *gemms);
   }
   if (const std::optional<int> algorithm = lt_algorithm_index(variant)) {
-    if (node.op == Op::matmul_bias_gelu) return matmul_bias_gelu(node, inputs, *algorithm);
-    if (const std::optional<MatrixProduct> product = matrix_product(node, inputs)) {
+    TRAINC_CHECK(is_product(node.op), std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
+    if (node.op == Op::matmul_bias_gelu) return matmul_bias_gelu(inputs, *algorithm);
+    if (const std::optional<MatrixProduct> product = matrix_product(node.op, inputs)) {
       at::Tensor out = at::empty({product->a.size(0), product->b.size(1)}, product->a.options().dtype(product->out_dtype));
       if (lt_matmul_out(out, product->a, product->b, product->bias, *algorithm)) return out.view(product->out_sizes);
     }

@@ -41,8 +41,8 @@ ir::LinearCrossEntropyLayout layout_of(const at::Tensor& x, const at::Tensor& we
 }
 
 // out = a . b by the product's chosen algorithm, or ATen's mm.
-void product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const HeadGemms& gemms, std::size_t which) {
-  if (which < gemms.size() && gemms[which] >= 0 && lt_matmul_out(out, a, b, at::Tensor(), gemms[which])) return;
+void product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const HeadGemmAlgorithms& algorithms, std::size_t which) {
+  if (which < algorithms.size() && algorithms[which] >= 0 && lt_matmul_out(out, a, b, at::Tensor(), algorithms[which])) return;
   at::Tensor target = out;
   at::mm_out(target, a, b);
 }
@@ -111,7 +111,7 @@ at::Tensor linear_cross_entropy_grad(const at::Tensor& x, const at::Tensor& weig
 }
 
 at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, double smoothing,
-                                            at::ScalarType loss_dtype, int64_t chunk_elements, const HeadGemms& gemms) {
+                                            at::ScalarType loss_dtype, int64_t chunk_elements, const HeadGemmAlgorithms& gemms) {
   const int64_t rows = x.size(0), vocabulary = weight.size(0);
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, loss_dtype);
   at::Tensor packed = at::empty({layout.total}, x.options());
@@ -138,7 +138,7 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
 }
 
 at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad,
-                                                  const HeadGemms& gemms) {
+                                                  const HeadGemmAlgorithms& gemms) {
   const int64_t rows = x.size(0), width = x.size(1);
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, grad.scalar_type());
   const int64_t padded = layout.padded_vocabulary;

@@ -1,5 +1,5 @@
 // defines: linear_cross_entropy, linear_cross_entropy_grad, linear_cross_entropy_and_dlogits,
-//          linear_cross_entropy_grad_from_dlogits, HeadGemms, HeadGemm, head_gemms
+//          linear_cross_entropy_grad_from_dlogits, HeadGemmAlgorithms, HeadGemm, head_gemms
 //
 // A language model's head and its loss in one op: the cross-entropy of each row of
 // logits = x @ weight^T against its target, and the gradients of x and the weight, without the
@@ -20,7 +20,7 @@
 
 #include <vector>
 
-#include "trainc/compile/ir/graph.h"
+#include "trainc/compile/ir/op_table.h"
 
 namespace trainc {
 
@@ -28,7 +28,7 @@ namespace trainc {
 // (compat/cublaslt_algorithms), as max-autotune chose them: the logits for
 // linear_cross_entropy_and_dlogits; x's gradient, then the weight's, for
 // linear_cross_entropy_grad_from_dlogits. Empty: ATen's for all.
-using HeadGemms = std::vector<int>;
+using HeadGemmAlgorithms = std::vector<int>;
 
 // Float32 logits raised at a time: 512 MB.
 constexpr int64_t kLinearCrossEntropyChunk = int64_t{1} << 27;
@@ -50,13 +50,13 @@ at::Tensor linear_cross_entropy_grad(const at::Tensor& x, const at::Tensor& weig
 // two GEMMs where linear_cross_entropy_grad needs three (the logits again first).
 at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, double smoothing,
                                             at::ScalarType loss_dtype, int64_t chunk_elements = kLinearCrossEntropyChunk,
-                                            const HeadGemms& gemms = {});
+                                            const HeadGemmAlgorithms& gemms = {});
 
 // That buffer, x, weight and grad [N] -> as linear_cross_entropy_grad, but with the weight's
 // gradient over the layout's padded vocabulary: [N * C + P * C], the rows past V zero. The GEMM
 // writes it in place, where a copy of the V rows it needs cost GPT-2 77 MB a step.
 at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad,
-                                                  const HeadGemms& gemms = {});
+                                                  const HeadGemmAlgorithms& gemms = {});
 
 // One of those products, out = a . b, on operands shaped and laid out as the op's own (their
 // values are not the op's): what max-autotune measures to choose its algorithm.
@@ -65,7 +65,7 @@ struct HeadGemm {
 };
 
 // The products of a linear_cross_entropy_and_dlogits or linear_cross_entropy_grad_from_dlogits node
-// on these inputs, in HeadGemms' order; none for other ops.
+// on these inputs, in HeadGemmAlgorithms' order; none for other ops.
 std::vector<HeadGemm> head_gemms(ir::Op op, const std::vector<at::Tensor>& inputs, at::ScalarType loss_dtype);
 
 }  // namespace trainc
