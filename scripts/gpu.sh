@@ -135,7 +135,9 @@ compile_flags() {
 rm -f "$OUT/results.jsonl" "$OUT/run-times.txt"
 # The GPU's clock, power and temperature every 200 ms while the cases run (read only), to tell a
 # slower interval from a GPU that lowered its clock.
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 200 > "$OUT/gpu-monitor.csv" 2>/dev/null &
+monitored=timestamp,clocks.sm,power.draw,temperature.gpu,enforced.power.limit,clocks_event_reasons.sw_power_cap
+nvidia-smi --query-gpu=$monitored --format=csv,noheader > /dev/null 2>&1 || monitored=timestamp,clocks.sm,power.draw,temperature.gpu
+nvidia-smi --query-gpu=$monitored --format=csv,noheader,nounits -lms 200 > "$OUT/gpu-monitor.csv" 2>/dev/null &
 monitor=$!
 for round in $(seq "${TRAINC_GPU_ROUNDS:-1}"); do
 # Round 2 onwards: the same runs again, named gpt2-r2 and so on (side by side twice in one call).
@@ -235,16 +237,20 @@ for line in open(sys.argv[2]):
     fields = [f.strip() for f in line.split(",")]
     try:
         when = datetime.datetime.strptime(fields[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-        samples.append((when, float(fields[1]), float(fields[2]), float(fields[3])))
+        # the power cap's reason flag: "Active" or "Not Active"
+        capped = len(fields) > 5 and fields[5] == "Active"
+        samples.append((when, float(fields[1]), float(fields[2]), float(fields[3]), float(fields[4]) if len(fields) > 4 else float("nan"), capped))
     except (ValueError, IndexError):
         continue
-print("\nGPU while each run trained (samples above 250 W): count, SM clock MHz (median, lowest), power W (median), highest temperature C")
+print("\nGPU while each run trained (samples above 250 W): count, SM clock MHz (median, lowest), power W (median), highest temperature C, "
+      "power limit W, share of samples with the clock held down by the power cap")
 for line in open(sys.argv[1]):
     case, run, start, end = line.strip().split("|")
     busy = [s for s in samples if float(start) <= s[0] <= float(end) and s[2] > 250]
     if busy:
         print(f"  {case:<8}{run:<44}{len(busy):4d}{statistics.median(s[1] for s in busy):7.0f}{min(s[1] for s in busy):7.0f}"
-              f"{statistics.median(s[2] for s in busy):7.0f}{max(s[3] for s in busy):5.0f}")
+              f"{statistics.median(s[2] for s in busy):7.0f}{max(s[3] for s in busy):5.0f}{busy[0][4]:7.0f}"
+              f"{sum(s[5] for s in busy) / len(busy):6.0%}")
 PY
 [[ -s "$OUT/results.jsonl" ]] && python3 - "$OUT/results.jsonl" <<'PY'
 import json, sys
