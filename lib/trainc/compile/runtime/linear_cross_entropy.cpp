@@ -47,6 +47,11 @@ void product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& 
   at::mm_out(target, a, b);
 }
 
+// The rows' logit gradients inside the training pair's buffer: [rows, padded vocabulary].
+at::Tensor dlogits_in(const at::Tensor& packed, const ir::LinearCrossEntropyLayout& layout, int64_t rows) {
+  return packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary).view({rows, layout.padded_vocabulary});
+}
+
 int64_t chunk_rows(int64_t vocabulary, int64_t chunk_elements) { return std::max<int64_t>(1, chunk_elements / std::max<int64_t>(vocabulary, 1)); }
 
 // The chunked paths' formulas over a chunk of logits `wide` [n, V] in the loss's dtype, `picked`
@@ -111,14 +116,14 @@ at::Tensor linear_cross_entropy_grad(const at::Tensor& x, const at::Tensor& weig
 }
 
 at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, double smoothing,
-                                            at::ScalarType loss_dtype, int64_t chunk_elements, const HeadGemmAlgorithms& gemms) {
+                                            at::ScalarType loss_dtype, int64_t chunk_elements, const HeadGemmAlgorithms& algorithms) {
   const int64_t rows = x.size(0), vocabulary = weight.size(0);
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, loss_dtype);
   at::Tensor packed = at::empty({layout.total}, x.options());
   packed.narrow(0, layout.loss_elements, layout.dlogits_offset - layout.loss_elements).zero_();  // no byte left unset
   at::Tensor loss = packed.narrow(0, 0, layout.loss_elements).view(loss_dtype);
-  at::Tensor logits = packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary).view({rows, layout.padded_vocabulary});
-  product_into(logits, x, padded_to(weight, layout.padded_vocabulary).t(), gemms, 0);  // the padding columns are x . 0 = 0
+  at::Tensor logits = dlogits_in(packed, layout, rows);
+  product_into(logits, x, padded_to(weight, layout.padded_vocabulary).t(), algorithms, 0);  // the padding columns are x . 0 = 0
   at::Tensor valid_logits = logits.narrow(1, 0, vocabulary);
   if (cross_entropy_rows_supported(valid_logits, loss_dtype)) {
     cross_entropy_rows_loss_and_dlogits(valid_logits, targets, smoothing, loss);
@@ -138,23 +143,23 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
 }
 
 at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad,
-                                                  const HeadGemmAlgorithms& gemms) {
+                                                  const HeadGemmAlgorithms& algorithms) {
   const int64_t rows = x.size(0), width = x.size(1);
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, grad.scalar_type());
   const int64_t padded = layout.padded_vocabulary;
-  const at::Tensor dlogits = packed.narrow(0, layout.dlogits_offset, rows * padded).view({rows, padded});
+  const at::Tensor dlogits = dlogits_in(packed, layout, rows);
   at::Tensor result = at::empty({rows * width + padded * width}, x.options());
   at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});
   // Each row of D @ weight, rounded to x's dtype by the GEMM, then scaled by its grad and rounded
   // again; the padding columns of D meet the padding's zero rows.
-  product_into(x_grad, dlogits, padded_to(weight, padded), gemms, 0);
+  product_into(x_grad, dlogits, padded_to(weight, padded), algorithms, 0);
   scale_rows_into(x_grad, x_grad, grad);
   // Each row scaled in float32 and rounded once to x's dtype (no float32 copy of x).
   at::Tensor scaled_x = at::empty_like(x, at::MemoryFormat::Contiguous);
   scale_rows_into(scaled_x, x.contiguous(), grad);
   // Written where it is returned, padding rows and all: D's padding columns are 0, so are they.
   at::Tensor weight_grad = result.narrow(0, rows * width, padded * width).view({padded, width});
-  product_into(weight_grad, dlogits.t(), scaled_x, gemms, 1);
+  product_into(weight_grad, dlogits.t(), scaled_x, algorithms, 1);
   return result;
 }
 
@@ -170,7 +175,7 @@ std::vector<HeadGemm> head_gemms(ir::Op op, const std::vector<at::Tensor>& input
     const int64_t rows = x.size(0), width = x.size(1);
     const ir::LinearCrossEntropyLayout layout = layout_of(x, inputs[2], inputs[3].scalar_type());
     const int64_t padded = layout.padded_vocabulary;
-    const at::Tensor dlogits = inputs[0].narrow(0, layout.dlogits_offset, rows * padded).view({rows, padded});
+    const at::Tensor dlogits = dlogits_in(inputs[0], layout, rows);
     const at::Tensor padded_weight = at::empty({padded, width}, x.options());
     const at::Tensor scaled_x = at::empty({rows, width}, x.options());
     return {{at::empty({rows, width}, x.options()), dlogits, padded_weight}, {at::empty({padded, width}, x.options()), dlogits.t(), scaled_x}};

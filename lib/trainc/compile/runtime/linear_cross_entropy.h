@@ -50,13 +50,13 @@ at::Tensor linear_cross_entropy_grad(const at::Tensor& x, const at::Tensor& weig
 // two GEMMs where linear_cross_entropy_grad needs three (the logits again first).
 at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, double smoothing,
                                             at::ScalarType loss_dtype, int64_t chunk_elements = kLinearCrossEntropyChunk,
-                                            const HeadGemmAlgorithms& gemms = {});
+                                            const HeadGemmAlgorithms& algorithms = {});
 
 // That buffer, x, weight and grad [N] -> as linear_cross_entropy_grad, but with the weight's
 // gradient over the layout's padded vocabulary: [N * C + P * C], the rows past V zero. The GEMM
 // writes it in place, where a copy of the V rows it needs cost GPT-2 77 MB a step.
 at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad,
-                                                  const HeadGemmAlgorithms& gemms = {});
+                                                  const HeadGemmAlgorithms& algorithms = {});
 
 // One of those products, out = a . b, on operands shaped and laid out as the op's own (their
 // values are not the op's): what max-autotune measures to choose its algorithm.
