@@ -1,5 +1,5 @@
 // The passes that rewrite extern ops around what a backward reads (dlogits_in_forward,
-// attention_lse_in_forward, attention_bias_sums, embedding_grad_add, gelu_epilogue), each checked by running the
+// attention_lse_in_forward, attention_bias_sums, embedding_grad_add, gelu_epilogue, gelu_grad_epilogue), each checked by running the
 // graph before and after it through the ATen executor on fresh random inputs.
 #include <catch2/catch.hpp>
 
@@ -16,6 +16,7 @@
 #include "trainc/compile/passes/dlogits_in_forward.h"
 #include "trainc/compile/passes/embedding_grad_add.h"
 #include "trainc/compile/passes/gelu_epilogue.h"
+#include "trainc/compile/passes/gelu_grad_epilogue.h"
 #include "trainc/compile/runtime/aten_executor.h"
 
 using namespace trainc::ir;
@@ -259,5 +260,58 @@ TEST_CASE("gelu_epilogue puts a linear layer's GELU into its GEMM and keeps the 
     INFO("gelu " << approximate << " in " << c10::toString(dtype));
     const Graph other = joint_of(approximate, dtype).first.graph;
     CHECK(to_text(gelu_epilogue(other)) == to_text(other));
+  }
+}
+
+// An MLP, linear + tanh GELU + linear, differentiated: gelu_grad_epilogue makes the GELU's backward
+// and the first layer's bias gradient one matmul_gelu_grad with the product before it, after
+// gelu_epilogue or on its own, and the joint graph computes the same loss and gradients. On the
+// CPU the op's derivative is computed in another order than autodiff's, so a bf16 gradient can
+// round the other way: within 2e-2 (a few bf16 steps of values of order 1).
+TEST_CASE("gelu_grad_epilogue puts a GELU's backward and the bias gradient into the GEMM before it", "[unit][ir][aten][passes]") {
+  const auto joint_of = [](const std::string& approximate, at::ScalarType dtype) {
+    const auto options = torch::TensorOptions().dtype(dtype);
+    const std::vector<at::Tensor> tensors = {torch::randn({3, 5, 16}, options), torch::randn({24, 16}, options) * 0.5, torch::randn({24}, options),
+                                             torch::randn({16, 24}, options) * 0.5, torch::randn({16}, options)};
+    const std::vector<trainc::StepInput> described = {{"x", trainc::StepInputKind::batch, false},
+                                                      {"w1", trainc::StepInputKind::parameter, true},
+                                                      {"b1", trainc::StepInputKind::parameter, true},
+                                                      {"w2", trainc::StepInputKind::parameter, true},
+                                                      {"b2", trainc::StepInputKind::parameter, true}};
+    const trainc::CapturedStep captured = trainc::capture_function(described, tensors, [&] {
+      const at::Tensor hidden = at::gelu(at::linear(tensors[0], tensors[1], tensors[2]), approximate);
+      return at::linear(hidden, tensors[3], tensors[4]).to(torch::kFloat).pow(2).sum();
+    });
+    const trainc::ImportedGraph imported = trainc::import_graph(captured);
+    REQUIRE(imported.breaks.empty());
+    std::vector<at::Tensor> inputs = tensors;
+    inputs.push_back(torch::full({}, 1.0, torch::kFloat));  // the loss's gradient
+    return std::make_pair(trainc::differentiate(imported.graph, {false, true, true, true, true}), inputs);
+  };
+  const auto [joint, inputs] = joint_of("tanh", torch::kBFloat16);
+  const std::vector<at::Tensor> expected = execute_with_aten(joint.graph, inputs);
+  for (const bool after_forward : {true, false}) {
+    INFO((after_forward ? "after gelu_epilogue" : "on its own"));
+    const Graph before = after_forward ? gelu_epilogue(joint.graph) : joint.graph;
+    const Graph rewritten = gelu_grad_epilogue(before);
+    INFO(to_text(rewritten));
+    std::map<Op, int> ops = op_counts(rewritten);
+    CHECK(ops[Op::matmul_gelu_grad] == 1);
+    CHECK(op_counts(before)[Op::matmul] == ops[Op::matmul] + 1);  // the product GELU's backward read
+    CHECK(op_counts(before)[Op::sum] == ops[Op::sum] + 1);        // the first layer's bias gradient
+    CHECK(op_counts(before)[Op::mul] > ops[Op::mul] + 8);         // the derivative is not computed
+    CHECK(to_text(gelu_grad_epilogue(rewritten)) == to_text(rewritten));
+    const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("output " << i);
+      CHECK(torch::allclose(got[i].to(torch::kDouble), expected[i].to(torch::kDouble), 2e-2, 2e-2));
+    }
+  }
+  // The exact GELU's backward and a float32 MLP's are left alone.
+  for (const auto& [approximate, dtype] : {std::pair<std::string, at::ScalarType>{"none", torch::kBFloat16}, {"tanh", torch::kFloat}}) {
+    INFO("gelu " << approximate << " in " << c10::toString(dtype));
+    const Graph other = joint_of(approximate, dtype).first.graph;
+    CHECK(to_text(gelu_grad_epilogue(other)) == to_text(other));
   }
 }

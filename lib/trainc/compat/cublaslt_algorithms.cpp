@@ -174,17 +174,18 @@ struct Problem {
   Operand lt_a, lt_b;  // b^T and a^T
   int64_t m = 0, n = 0, k = 0;  // of a . b
   cudaDataType_t operand_type{}, out_type{};
-  bool bias = false;
-  bool gelu = false;  // with the bias: gelu(a . b + bias) out, the sum kept
+  bool bias = false;  // read, or with gelu_grad written
+  LtEpilogue epilogue = LtEpilogue::none;
   uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;  // the split-K reductions allowed
   int device = 0;
 
   ProblemKey key() const {
-    return {lt_a.rows, lt_a.cols, lt_a.ld, lt_a.op, lt_b.rows, lt_b.cols, lt_b.ld, lt_b.op, m, n, operand_type, out_type, bias, gelu, reductions, device};
+    return {lt_a.rows, lt_a.cols, lt_a.ld, lt_a.op, lt_b.rows, lt_b.cols, lt_b.ld, lt_b.op, m, n, operand_type, out_type, bias, static_cast<int64_t>(epilogue),
+            reductions, device};
   }
 };
 
-std::optional<Problem> problem_of(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, bool gelu) {
+std::optional<Problem> problem_of(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, LtEpilogue epilogue) {
   if (!lt_api().loaded || !a.is_cuda() || !b.is_cuda() || a.device() != b.device()) return std::nullopt;
   const std::optional<cudaDataType_t> operand_type = data_type(a.scalar_type()), out_type = data_type(out_dtype);
   if (!operand_type || !out_type || a.scalar_type() == at::kFloat || b.scalar_type() != a.scalar_type()) return std::nullopt;
@@ -202,8 +203,9 @@ std::optional<Problem> problem_of(const at::Tensor& a, const at::Tensor& b, cons
     }
     problem.bias = true;
   }
-  if (gelu && (!problem.bias || out_dtype == at::kFloat)) return std::nullopt;  // the epilogue with a bias, into bf16 or f16
-  problem.gelu = gelu;
+  // The GELU epilogues with a bias (added, or its gradient written), into bf16 or f16.
+  if (epilogue != LtEpilogue::none && (!problem.bias || out_dtype == at::kFloat)) return std::nullopt;
+  problem.epilogue = epilogue;
   problem.reductions = allowed_reductions(out_dtype);
   const std::optional<Operand> lt_a = transposed_operand(b), lt_b = transposed_operand(a);
   if (!lt_a || !lt_b) return std::nullopt;
@@ -264,13 +266,16 @@ const Plan& plan_for(const Problem& problem) {
   check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "setting TRANSA");
   check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "setting TRANSB");
   if (problem.bias) {
-    // A bias per row of out^T: per column of out. The GELU epilogue keeps the sum it applies GELU
-    // to in an auxiliary matrix laid out as out^T.
-    const cublasLtEpilogue_t epilogue = problem.gelu ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    // A bias per row of out^T: per column of out, and its gradient the sums over out^T's columns.
+    // The GELU epilogues keep and read the sum GELU is applied to in an auxiliary matrix laid out
+    // as out^T.
+    const cublasLtEpilogue_t epilogue = problem.epilogue == LtEpilogue::gelu        ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                        : problem.epilogue == LtEpilogue::gelu_grad ? CUBLASLT_EPILOGUE_DGELU_BGRAD
+                                                                                    : CUBLASLT_EPILOGUE_BIAS;
     const cudaDataType_t bias_type = problem.out_type;
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "setting the bias epilogue");
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)), "setting the bias dtype");
-    if (problem.gelu) {
+    if (problem.epilogue != LtEpilogue::none) {
       const int64_t aux_ld = problem.n;
       check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)), "setting the GELU input's leading dimension");
       check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &bias_type, sizeof(bias_type)), "setting the GELU input's dtype");
@@ -311,8 +316,8 @@ const Plan& plan_for(const Problem& problem) {
 
 }  // namespace
 
-int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, int limit, bool gelu) {
-  const std::optional<Problem> problem = problem_of(a, b, bias, out_dtype, gelu);
+int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, int limit, LtEpilogue epilogue) {
+  const std::optional<Problem> problem = problem_of(a, b, bias, out_dtype, epilogue);
   if (!problem) return 0;
   std::lock_guard<std::mutex> lock(state_mutex());
   try {
@@ -326,14 +331,13 @@ int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tenso
 }
 
 bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
-                   const at::Tensor& preactivation) {
-  const bool gelu = preactivation.defined();
-  const std::optional<Problem> problem = problem_of(a, b, bias, out.scalar_type(), gelu);
+                   LtEpilogue epilogue, const at::Tensor& aux) {
+  const std::optional<Problem> problem = problem_of(a, b, bias, out.scalar_type(), epilogue);
   const auto fits = [&](const at::Tensor& t) {
     return t.device() == a.device() && t.scalar_type() == out.scalar_type() && t.is_contiguous() && t.dim() == 2 && t.size(0) == problem->m &&
            t.size(1) == problem->n && aligned(t.data_ptr());
   };
-  if (!problem || index < 0 || !fits(out) || (gelu && !fits(preactivation))) return false;
+  if (!problem || index < 0 || !fits(out) || (epilogue != LtEpilogue::none && !(aux.defined() && fits(aux)))) return false;
   std::lock_guard<std::mutex> lock(state_mutex());
   // A product first met while a capture records has no workspace to replay on yet: ATen's.
   if (device_states().count(problem->device) == 0 && cuda_stream_capturing()) return false;
@@ -346,8 +350,8 @@ bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor&
     const void* bias_pointer = bias.data_ptr();
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer, sizeof(bias_pointer)), "setting the bias");
   }
-  if (gelu) {
-    void* aux_pointer = preactivation.data_ptr();
+  if (epilogue != LtEpilogue::none) {
+    void* aux_pointer = aux.data_ptr();
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_pointer, sizeof(aux_pointer)), "setting the GELU input");
   }
   const float alpha = 1.0f, beta = 0.0f;
@@ -363,8 +367,8 @@ std::string cublaslt_version() { return lt_api().loaded ? std::to_string(lt_api(
 
 #else
 
-int lt_algorithm_count(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::ScalarType, int, bool) { return 0; }
-bool lt_matmul_out(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int, const at::Tensor&) { return false; }
+int lt_algorithm_count(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::ScalarType, int, LtEpilogue) { return 0; }
+bool lt_matmul_out(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int, LtEpilogue, const at::Tensor&) { return false; }
 std::string cublaslt_version() { return {}; }
 
 #endif

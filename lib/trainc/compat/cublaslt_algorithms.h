@@ -11,9 +11,12 @@
 // dtype or in float32, accumulated in float32 as ATen's products are (split-K partial sums added in
 // a half-precision output only where ATen allows its own products to: allowBF16ReductionCuBLAS).
 // Anything else is not run here.
-// With a bias, the GELU epilogue (`gelu`) makes out = gelu(a . b + bias), GELU's tanh approximation
-// applied to the float32 sum, and writes that sum, rounded, to `preactivation` ([m, n] contiguous,
-// out's dtype), what GELU's backward reads.
+// Epilogues (`LtEpilogue`), GELU being its tanh approximation throughout:
+//   - none: out = a . b, plus `bias` where it is given;
+//   - gelu: out = gelu(a . b + bias), the float32 sum's GELU, and the sum itself, rounded, written
+//     to `aux` ([m, n] contiguous, out's dtype): what GELU's backward reads;
+//   - gelu_grad: out = gelu'(aux) * (a . b), aux being that kept sum, and `bias` ([n], out's dtype)
+//     written, not read: the column sums of out (the bias gradient of the layer under the GELU).
 //
 // The functions come from the cuBLASLt that LibTorch's CUDA library loaded (the one ATen's own
 // products run on), looked up in the process rather than linked a second time.
@@ -27,12 +30,14 @@
 
 namespace trainc {
 
+enum class LtEpilogue { none, gelu, gelu_grad };
+
 // How many algorithms the heuristic offers for this product, best-ranked first, at most `limit`;
 // 0 where cuBLASLt cannot run it directly (above; on the CPU, in a build without CUDA). `bias`:
 // [n] contiguous in out's dtype, or undefined. Asked before a CUDA graph's capture: the device's
 // handle and workspace are made by the first question.
 int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::ScalarType out_dtype, int limit,
-                       bool gelu = false);
+                       LtEpilogue epilogue = LtEpilogue::none);
 
 // Writes the product into `out` with algorithm `index` of that ranking. False, with nothing run,
 // where the operands are not ones this runs or the ranking is shorter (the caller then runs ATen's).
@@ -40,7 +45,7 @@ int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tenso
 // or the first call outside a capture (a product first met inside one is left to ATen). Products
 // on one device share it, so they must run one after another (one stream, as a step's do).
 bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
-                   const at::Tensor& preactivation = at::Tensor());
+                   LtEpilogue epilogue = LtEpilogue::none, const at::Tensor& aux = at::Tensor());
 
 // "cublaslt-algo-2": a compiled program's variant name for algorithm 2 of the ranking, and back.
 std::string lt_algorithm_name(int index);

@@ -16,6 +16,7 @@
 #include "trainc/compile/passes/attention_lse_in_forward.h"
 #include "trainc/compile/passes/dlogits_in_forward.h"
 #include "trainc/compile/passes/gelu_epilogue.h"
+#include "trainc/compile/passes/gelu_grad_epilogue.h"
 #include "trainc/compile/runtime/guards.h"
 #include "trainc/models/model.h"
 
@@ -38,9 +39,11 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
       optimization_enabled(Optimization::attention_choice)) {
     plan.joint.graph = ir::attention_lse_in_forward(plan.joint.graph);
   }
-  // A linear layer's GELU in its GEMM's epilogue: cuBLASLt's, on a GPU.
-  if (inputs.is_cuda() && !cublaslt_version().empty() && optimization_enabled(Optimization::gelu_epilogue)) {
-    plan.joint.graph = ir::gelu_epilogue(plan.joint.graph);
+  // A linear layer's GELU in its GEMM's epilogue, and its backward in the epilogue of the GEMM
+  // before it in the backward: cuBLASLt's, on a GPU.
+  if (inputs.is_cuda() && !cublaslt_version().empty()) {
+    if (optimization_enabled(Optimization::gelu_epilogue)) plan.joint.graph = ir::gelu_epilogue(plan.joint.graph);
+    if (optimization_enabled(Optimization::gelu_grad_epilogue)) plan.joint.graph = ir::gelu_grad_epilogue(plan.joint.graph);
   }
   plan.programs = partition(plan.joint);
   return plan;

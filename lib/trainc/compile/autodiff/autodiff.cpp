@@ -389,6 +389,7 @@ bool has_gradient_rule(Op op) {
     case Op::attention_lse:
     case Op::embedding_grad_add:
     case Op::matmul_bias_gelu:
+    case Op::matmul_gelu_grad:
       return false;
     default:
       return true;

@@ -6,8 +6,9 @@
 //     flash, memory-efficient and cuDNN kernels measured; without one, the kernel ATen's own rules
 //     pick for these inputs (what scaled_dot_product_attention would run), fixed at the compiled
 //     step's first run so that the backward calls that kernel's backward directly;
-//   - matmul_bias_gelu on a GPU, with an autotuner: the fastest of cuBLASLt's ranked algorithms
-//     with its GELU epilogue (without one, the executor runs the first);
+//   - matmul_bias_gelu and matmul_gelu_grad on a GPU, with an autotuner: the fastest of cuBLASLt's
+//     ranked algorithms with its GELU or GELU-gradient epilogue (without one, the executor runs the
+//     first);
 //   - matmul, matmul_bias and matmul_to_float on a GPU, with an autotuner: the fastest of ATen's
 //     call on cuBLAS, on cuBLASLt, and cuBLASLt's first-ranked algorithms called directly
 //     (compat/cublaslt_algorithms); the same for each product of the head's training pair

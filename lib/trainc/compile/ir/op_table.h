@@ -84,7 +84,8 @@ enum class OpKind : uint8_t {
   X(attention_grad_and_bias_sums, kExtern, 6) \
   X(attention_lse, kExtern, 1)    \
   X(embedding_grad_add, kExtern, 3) \
-  X(matmul_bias_gelu, kExtern, 3)
+  X(matmul_bias_gelu, kExtern, 3) \
+  X(matmul_gelu_grad, kExtern, 3)
 // clang-format on
 
 enum class Op : uint8_t {

@@ -22,16 +22,23 @@ namespace {
 using Inputs = std::vector<at::Tensor>;
 using Kernel = at::Tensor (*)(const Inputs&, const Attributes&, at::Device);
 
-// matmul, matmul_bias, matmul_to_float and matmul_bias_gelu as one product of matrices: a [..., k]
-// contiguous input folded into [rows, k], a 2-D weight, a 1-D bias; out in the operands' dtype or in
-// float32 (out_sizes: matmul_bias_gelu's one half).
+// matmul, matmul_bias, matmul_to_float, matmul_bias_gelu and matmul_gelu_grad as one product of
+// matrices: a [..., k] contiguous input folded into [rows, k], a 2-D weight, a 1-D bias; out in the
+// operands' dtype or in float32 (out_sizes: matmul_bias_gelu's one half).
 struct MatrixProduct {
   at::Tensor a, b, bias;
   at::ScalarType out_dtype = at::kFloat;
   std::vector<int64_t> out_sizes;
 };
 
-bool is_product(Op op) { return op == Op::matmul || op == Op::matmul_bias || op == Op::matmul_to_float || op == Op::matmul_bias_gelu; }
+bool is_product(Op op) {
+  return op == Op::matmul || op == Op::matmul_bias || op == Op::matmul_to_float || op == Op::matmul_bias_gelu || op == Op::matmul_gelu_grad;
+}
+
+// The cuBLASLt epilogue an op's product runs with.
+LtEpilogue epilogue_of(Op op) {
+  return op == Op::matmul_bias_gelu ? LtEpilogue::gelu : op == Op::matmul_gelu_grad ? LtEpilogue::gelu_grad : LtEpilogue::none;
+}
 
 std::optional<MatrixProduct> matrix_product(Op op, const Inputs& inputs) {
   if (!is_product(op)) return std::nullopt;
@@ -68,7 +75,7 @@ at::Tensor matmul_bias_gelu(const Inputs& in, int algorithm) {
   const at::Tensor a = product ? product->a : in[0].reshape({-1, in[0].size(-1)});
   at::Tensor packed = at::empty({2, a.size(0), in[1].size(1)}, in[0].options());
   at::Tensor gelu = packed.select(0, 0), preactivation = packed.select(0, 1);
-  if (!product || !lt_matmul_out(gelu, product->a, product->b, product->bias, algorithm, preactivation)) {
+  if (!product || !lt_matmul_out(gelu, product->a, product->b, product->bias, algorithm, LtEpilogue::gelu, preactivation)) {
     at::addmm_out(preactivation, in[2], a, in[1]);
     gelu.copy_(gelu_tanh(preactivation));
   }
@@ -76,6 +83,32 @@ at::Tensor matmul_bias_gelu(const Inputs& in, int algorithm) {
   sizes.back() = in[1].size(1);
   sizes.insert(sizes.begin(), 2);
   return packed.view(sizes);
+}
+
+// The derivative of GELU's tanh approximation at y, in float32.
+at::Tensor gelu_tanh_derivative(const at::Tensor& y) {
+  const double c = std::sqrt(2.0 / M_PI);
+  const at::Tensor x = y.to(at::kFloat);
+  const at::Tensor t = at::tanh((x + x * x * x * 0.044715) * c);
+  return (t + 1.0) * 0.5 + (x * 0.5) * (1.0 - t * t) * (c * (1.0 + x * x * (3 * 0.044715)));
+}
+
+// [rows + 1, n]: gelu'(y) * (a . w) above, its column sums in the last row. cuBLASLt's algorithm
+// `algorithm` with the DGELU_BGRAD epilogue writes both; where it cannot run, ATen's product,
+// rounded to its dtype as the derivative the import's GELU differentiates to reads it, multiplied
+// in float32, and ATen's sum.
+at::Tensor matmul_gelu_grad(const Inputs& in, int algorithm) {
+  const std::optional<MatrixProduct> product = matrix_product(Op::matmul_gelu_grad, in);
+  const at::Tensor a = product ? product->a : in[0].reshape({-1, in[0].size(-1)});
+  const int64_t rows = a.size(0), width = in[1].size(1);
+  at::Tensor packed = at::empty({rows + 1, width}, in[0].options());
+  at::Tensor grad = packed.narrow(0, 0, rows), sums = packed.select(0, rows);
+  const at::Tensor preactivation = in[2].reshape({rows, width});
+  if (!product || !lt_matmul_out(grad, product->a, product->b, sums, algorithm, LtEpilogue::gelu_grad, preactivation)) {
+    grad.copy_(at::mm(a, in[1]).to(at::kFloat) * gelu_tanh_derivative(preactivation));
+    at::sum_out(sums, grad, {0});
+  }
+  return packed;
 }
 
 // Without a chosen backend: ATen's scaled_dot_product_attention, which picks one itself, for the
@@ -288,6 +321,7 @@ at::Tensor run_embedding_grad_add(const Inputs& in, const Attributes& a, at::Dev
 at::Tensor run_matmul_bias_gelu(const Inputs& in, const Attributes& a, at::Device device) {
   return matmul_bias_gelu(in, 0);  // the heuristic's first algorithm
 }
+at::Tensor run_matmul_gelu_grad(const Inputs& in, const Attributes& a, at::Device device) { return matmul_gelu_grad(in, 0); }
 at::Tensor run_conv2d_input_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 0); }
 at::Tensor run_conv2d_weight_grad(const Inputs& in, const Attributes& a, at::Device device) { return conv2d_grad(in, a, 1); }
 // One GEMM with the bias as its C operand, as eager's linear and addmm run: the sum is rounded
@@ -360,7 +394,10 @@ double attention_scale(const Attributes& attrs, int64_t head_dim) {
 
 int gemm_algorithm_count(const Node& node, const std::vector<at::Tensor>& inputs, int limit) {
   const std::optional<MatrixProduct> product = matrix_product(node.op, inputs);
-  return product ? lt_algorithm_count(product->a, product->b, product->bias, product->out_dtype, limit, node.op == Op::matmul_bias_gelu) : 0;
+  if (!product) return 0;
+  // matmul_gelu_grad's bias gradient: an output, whose place only needs its type here.
+  const at::Tensor bias = node.op == Op::matmul_gelu_grad ? at::empty({product->b.size(1)}, product->a.options()) : product->bias;
+  return lt_algorithm_count(product->a, product->b, bias, product->out_dtype, limit, epilogue_of(node.op));
 }
 
 at::ScalarType to_scalar_type(DType dtype) {
@@ -430,6 +467,7 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
   if (const std::optional<int> algorithm = lt_algorithm_index(variant)) {
     TRAINC_CHECK(is_product(node.op), std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
     if (node.op == Op::matmul_bias_gelu) return matmul_bias_gelu(inputs, *algorithm);
+    if (node.op == Op::matmul_gelu_grad) return matmul_gelu_grad(inputs, *algorithm);
     if (const std::optional<MatrixProduct> product = matrix_product(node.op, inputs)) {
       at::Tensor out = at::empty({product->a.size(0), product->b.size(1)}, product->a.options().dtype(product->out_dtype));
       if (lt_matmul_out(out, product->a, product->b, product->bias, *algorithm)) return out.view(product->out_sizes);

@@ -40,14 +40,16 @@ std::optional<AttentionBackend> lse_pair_backend(const std::vector<at::Tensor>& 
 // "efficient", "cudnn", "math"; compat/library_variants) for attention and attention_grad, a BLAS
 // library ("cublas", "cublaslt") or one of cuBLASLt's algorithms called directly
 // ("cublaslt-algo-N", compat/cublaslt_algorithms) for matmul, matmul_bias, matmul_to_float and
-// matmul_bias_gelu (whose epilogue only cuBLASLt has; by default its first-ranked algorithm), one
+// matmul_bias_gelu and matmul_gelu_grad (whose epilogues only cuBLASLt has; by default its
+// first-ranked algorithm), one
 // per product ("cublaslt-algos N,-1") for the head's training pair (runtime/linear_cross_entropy), "aten" or
 // "split_rows" (runtime/column_sums) for a sum over leading dimensions, the kernel lse_pair_backend
 // decided (or "aten" for none) for attention_and_lse and attention_grad_from_lse, decided once
 // instead of at every run. Empty: ATen's own call, as above.
 at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device, const std::string& variant);
 
-// How many of cuBLASLt's algorithms can run this matmul, matmul_bias, matmul_to_float or matmul_bias_gelu directly
+// How many of cuBLASLt's algorithms can run this matmul, matmul_bias, matmul_to_float, matmul_bias_gelu
+// or matmul_gelu_grad directly
 // (variants "cublaslt-algo-0" onwards), at most `limit`; 0 for other ops and inputs it cannot take.
 int gemm_algorithm_count(const Node& node, const std::vector<at::Tensor>& inputs, int limit);
 
