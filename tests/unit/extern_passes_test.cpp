@@ -264,11 +264,11 @@ TEST_CASE("gelu_epilogue puts a linear layer's GELU into its GEMM and keeps the 
 }
 
 // An MLP, linear + tanh GELU + linear, differentiated: gelu_grad_epilogue makes the GELU's backward
-// and the first layer's bias gradient one matmul_gelu_grad with the product before it, after
-// gelu_epilogue or on its own, and the joint graph computes the same loss and gradients. On the
+// one matmul_gelu_grad with the product before it, after gelu_epilogue or on its own, and the joint
+// graph computes the same loss and gradients. On the
 // CPU the op's derivative is computed in another order than autodiff's, so a bf16 gradient can
 // round the other way: within 2e-2 (a few bf16 steps of values of order 1).
-TEST_CASE("gelu_grad_epilogue puts a GELU's backward and the bias gradient into the GEMM before it", "[unit][ir][aten][passes]") {
+TEST_CASE("gelu_grad_epilogue puts a GELU's backward into the GEMM before it", "[unit][ir][aten][passes]") {
   const auto joint_of = [](const std::string& approximate, at::ScalarType dtype) {
     const auto options = torch::TensorOptions().dtype(dtype);
     const std::vector<at::Tensor> tensors = {torch::randn({3, 5, 16}, options), torch::randn({24, 16}, options) * 0.5, torch::randn({24}, options),
@@ -298,7 +298,6 @@ TEST_CASE("gelu_grad_epilogue puts a GELU's backward and the bias gradient into 
     std::map<Op, int> ops = op_counts(rewritten);
     CHECK(ops[Op::matmul_gelu_grad] == 1);
     CHECK(op_counts(before)[Op::matmul] == ops[Op::matmul] + 1);  // the product GELU's backward read
-    CHECK(op_counts(before)[Op::sum] == ops[Op::sum] + 1);        // the first layer's bias gradient
     CHECK(op_counts(before)[Op::mul] > ops[Op::mul] + 8);         // the derivative is not computed
     CHECK(to_text(gelu_grad_epilogue(rewritten)) == to_text(rewritten));
     const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);

@@ -174,7 +174,7 @@ struct Problem {
   Operand lt_a, lt_b;  // b^T and a^T
   int64_t m = 0, n = 0, k = 0;  // of a . b
   cudaDataType_t operand_type{}, out_type{};
-  bool bias = false;  // read, or with gelu_grad written
+  bool bias = false;
   LtEpilogue epilogue = LtEpilogue::none;
   uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;  // the split-K reductions allowed
   int device = 0;
@@ -203,8 +203,8 @@ std::optional<Problem> problem_of(const at::Tensor& a, const at::Tensor& b, cons
     }
     problem.bias = true;
   }
-  // The GELU epilogues with a bias (added, or its gradient written), into bf16 or f16.
-  if (epilogue != LtEpilogue::none && (!problem.bias || out_dtype == at::kFloat)) return std::nullopt;
+  // The GELU epilogues into bf16 or f16, the forward's with a bias, the backward's without.
+  if (epilogue != LtEpilogue::none && (problem.bias != (epilogue == LtEpilogue::gelu) || out_dtype == at::kFloat)) return std::nullopt;
   problem.epilogue = epilogue;
   problem.reductions = allowed_reductions(out_dtype);
   const std::optional<Operand> lt_a = transposed_operand(b), lt_b = transposed_operand(a);
@@ -265,21 +265,23 @@ const Plan& plan_for(const Problem& problem) {
   const cublasOperation_t op_a = problem.lt_a.op, op_b = problem.lt_b.op;
   check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "setting TRANSA");
   check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "setting TRANSB");
+  // A bias per row of out^T: per column of out. The GELU epilogues keep and read the sum GELU is
+  // applied to in an auxiliary matrix laid out as out^T.
+  const cublasLtEpilogue_t epilogue = problem.epilogue == LtEpilogue::gelu        ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                      : problem.epilogue == LtEpilogue::gelu_grad ? CUBLASLT_EPILOGUE_DGELU
+                                      : problem.bias                              ? CUBLASLT_EPILOGUE_BIAS
+                                                                                  : CUBLASLT_EPILOGUE_DEFAULT;
+  const cudaDataType_t vector_type = problem.out_type;
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "setting the epilogue");
+  }
   if (problem.bias) {
-    // A bias per row of out^T: per column of out, and its gradient the sums over out^T's columns.
-    // The GELU epilogues keep and read the sum GELU is applied to in an auxiliary matrix laid out
-    // as out^T.
-    const cublasLtEpilogue_t epilogue = problem.epilogue == LtEpilogue::gelu        ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                                        : problem.epilogue == LtEpilogue::gelu_grad ? CUBLASLT_EPILOGUE_DGELU_BGRAD
-                                                                                    : CUBLASLT_EPILOGUE_BIAS;
-    const cudaDataType_t bias_type = problem.out_type;
-    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), "setting the bias epilogue");
-    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)), "setting the bias dtype");
-    if (problem.epilogue != LtEpilogue::none) {
-      const int64_t aux_ld = problem.n;
-      check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)), "setting the GELU input's leading dimension");
-      check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &bias_type, sizeof(bias_type)), "setting the GELU input's dtype");
-    }
+    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type, sizeof(vector_type)), "setting the bias dtype");
+  }
+  if (problem.epilogue != LtEpilogue::none) {
+    const int64_t aux_ld = problem.n;
+    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)), "setting the GELU input's leading dimension");
+    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &vector_type, sizeof(vector_type)), "setting the GELU input's dtype");
   }
   const auto layout = [&](cublasLtMatrixLayout_t* made, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
     check(api.layout_create(made, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld), "cublasLtMatrixLayoutCreate");

@@ -15,8 +15,9 @@
 //   - none: out = a . b, plus `bias` where it is given;
 //   - gelu: out = gelu(a . b + bias), the float32 sum's GELU, and the sum itself, rounded, written
 //     to `aux` ([m, n] contiguous, out's dtype): what GELU's backward reads;
-//   - gelu_grad: out = gelu'(aux) * (a . b), aux being that kept sum, and `bias` ([n], out's dtype)
-//     written, not read: the column sums of out (the bias gradient of the layer under the GELU).
+//   - gelu_grad, without a bias: out = gelu'(aux) * (a . b), aux being that kept sum (cuBLASLt's
+//     DGELU; its DGELU_BGRAD, which also sums out's columns, runs a separate epilogue kernel on an
+//     H200 that costs 3x the GEMM, so the bias gradient is left to a column sum).
 //
 // The functions come from the cuBLASLt that LibTorch's CUDA library loaded (the one ATen's own
 // products run on), looked up in the process rather than linked a second time.

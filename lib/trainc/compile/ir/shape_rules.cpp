@@ -55,8 +55,7 @@
 //   matmul_bias_gelu  (x, w, bias) as matmul_bias, bf16 or f16 -> [2, ...matmul_bias's shape]:
 //                [0] GELU (tanh approximation) of [1], the product plus bias (passes/gelu_epilogue)
 //   matmul_gelu_grad  (a, w, y) a bf16 or f16 a [..., k] x w [k, n], y of the product's type ->
-//                [rows + 1, n], rows = the product's rows: gelu'(y) * (a . w) (the tanh
-//                approximation's derivative) in rows 0 .. rows - 1, their column sums in the last
+//                the product's type: gelu'(y) * (a . w), the tanh approximation's derivative
 //                (passes/gelu_grad_epilogue)
 #include <algorithm>
 #include <numeric>
@@ -264,8 +263,7 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       require(is_half_precision(product.dtype) && in[1].rank() == 2,
               "matmul_gelu_grad multiplies bf16 or f16 by a weight matrix, got " + in[0].str() + " x " + in[1].str());
       require(in[2] == product, "matmul_gelu_grad's GELU input has the product's type " + product.str() + ", got " + in[2].str());
-      const int64_t width = product.shape.back();
-      return {product.dtype, {product.numel() / width + 1, width}};
+      return product;
     }
     case Op::embedding_grad_add: {
       const TensorType sum = extern_type(Op::embedding_grad, {in[1], in[2]}, attrs);

@@ -106,10 +106,9 @@ bool computes_gelu_grad(const Graph& g, ValueId root, ValueId x, ValueId gradien
   return true;
 }
 
-// A match: the cast `dy`'s replacement reads `product`'s operands and `preactivation`; `bias_sum`
-// is dy's sum over all but its last dimension.
+// A match: the cast `dy`'s replacement reads `product`'s operands and `preactivation`.
 struct Match {
-  ValueId product = -1, preactivation = -1, bias_sum = -1;
+  ValueId product = -1, preactivation = -1;
 };
 
 std::optional<Match> match_at(const Graph& g, ValueId dy, const std::vector<int>& uses, const std::vector<std::vector<ValueId>>& readers) {
@@ -136,16 +135,7 @@ std::optional<Match> match_at(const Graph& g, ValueId dy, const std::vector<int>
     if (g.type(match.preactivation).dtype != narrow.type.dtype) return std::nullopt;
     const TensorType& weight = g.type(product.inputs[1]);
     if (weight.rank() != 2 || weight.shape[0] % 8 != 0 || weight.shape[1] % 8 != 0) return std::nullopt;  // 16-byte rows
-    std::vector<int64_t> leading(shape.size() - 1);
-    for (std::size_t i = 0; i < leading.size(); ++i) leading[i] = static_cast<int64_t>(i);
-    for (ValueId reader : readers[static_cast<std::size_t>(dy)]) {
-      const Node& sum = g.node(reader);
-      if (sum.op == Op::sum && !sum.attrs.keepdim && sum.attrs.ints == leading && sum.type == TensorType{narrow.type.dtype, {shape.back()}}) {
-        match.bias_sum = reader;
-        return match;
-      }
-    }
-    return std::nullopt;  // no bias gradient to make
+    return match;
   }
   return std::nullopt;
 }
@@ -163,27 +153,12 @@ Graph gelu_grad_epilogue(const Graph& graph) {
     if (const std::optional<Match> match = match_at(graph, id, uses, readers)) matches.emplace(id, *match);
   }
   if (matches.empty()) return graph;
-  std::map<ValueId, ValueId> bias_sums;  // the sum's replacement, in the result
   return rewrite_nodes(graph, [&](ValueId id, Graph& result, const std::vector<ValueId>& new_id) -> ValueId {
     const auto match = matches.find(id);
-    if (match == matches.end()) {
-      const auto sum = bias_sums.find(id);
-      return sum == bias_sums.end() ? -1 : sum->second;
-    }
+    if (match == matches.end()) return -1;
     const Node& product = graph.node(match->second.product);
     const auto renamed = [&](ValueId v) { return new_id[static_cast<std::size_t>(v)]; };
-    const ValueId packed =
-        result.add(Op::matmul_gelu_grad, {renamed(product.inputs[0]), renamed(product.inputs[1]), renamed(match->second.preactivation)});
-    const int64_t rows = result.type(packed).shape[0] - 1;
-    const auto rows_of = [&](int64_t start, int64_t end, const std::vector<int64_t>& shape) {
-      Attributes range;
-      range.ints = {0, start, end, 1};
-      Attributes reshaped;
-      reshaped.ints = shape;
-      return result.add(Op::reshape, {result.add(Op::slice, {packed}, range)}, reshaped);
-    };
-    bias_sums[match->second.bias_sum] = rows_of(rows, rows + 1, graph.type(match->second.bias_sum).shape);
-    return rows_of(0, rows, graph.type(id).shape);
+    return result.add(Op::matmul_gelu_grad, {renamed(product.inputs[0]), renamed(product.inputs[1]), renamed(match->second.preactivation)});
   });
 }
 

@@ -93,22 +93,19 @@ at::Tensor gelu_tanh_derivative(const at::Tensor& y) {
   return (t + 1.0) * 0.5 + (x * 0.5) * (1.0 - t * t) * (c * (1.0 + x * x * (3 * 0.044715)));
 }
 
-// [rows + 1, n]: gelu'(y) * (a . w) above, its column sums in the last row. cuBLASLt's algorithm
-// `algorithm` with the DGELU_BGRAD epilogue writes both; where it cannot run, ATen's product,
-// rounded to its dtype as the derivative the import's GELU differentiates to reads it, multiplied
-// in float32, and ATen's sum.
+// gelu'(y) * (a . w): cuBLASLt's algorithm `algorithm` with the DGELU epilogue; where it cannot
+// run, ATen's product, rounded to its dtype as the derivative the import's GELU differentiates to
+// reads it, multiplied in float32.
 at::Tensor matmul_gelu_grad(const Inputs& in, int algorithm) {
   const std::optional<MatrixProduct> product = matrix_product(Op::matmul_gelu_grad, in);
   const at::Tensor a = product ? product->a : in[0].reshape({-1, in[0].size(-1)});
-  const int64_t rows = a.size(0), width = in[1].size(1);
-  at::Tensor packed = at::empty({rows + 1, width}, in[0].options());
-  at::Tensor grad = packed.narrow(0, 0, rows), sums = packed.select(0, rows);
-  const at::Tensor preactivation = in[2].reshape({rows, width});
-  if (!product || !lt_matmul_out(grad, product->a, product->b, sums, algorithm, LtEpilogue::gelu_grad, preactivation)) {
+  const int64_t width = in[1].size(1);
+  at::Tensor grad = at::empty({a.size(0), width}, in[0].options());
+  const at::Tensor preactivation = in[2].reshape({a.size(0), width});
+  if (!product || !lt_matmul_out(grad, product->a, product->b, at::Tensor(), algorithm, LtEpilogue::gelu_grad, preactivation)) {
     grad.copy_(at::mm(a, in[1]).to(at::kFloat) * gelu_tanh_derivative(preactivation));
-    at::sum_out(sums, grad, {0});
   }
-  return packed;
+  return grad.view(in[2].sizes());
 }
 
 // Without a chosen backend: ATen's scaled_dot_product_attention, which picks one itself, for the
@@ -394,10 +391,7 @@ double attention_scale(const Attributes& attrs, int64_t head_dim) {
 
 int gemm_algorithm_count(const Node& node, const std::vector<at::Tensor>& inputs, int limit) {
   const std::optional<MatrixProduct> product = matrix_product(node.op, inputs);
-  if (!product) return 0;
-  // matmul_gelu_grad's bias gradient: an output, whose place only needs its type here.
-  const at::Tensor bias = node.op == Op::matmul_gelu_grad ? at::empty({product->b.size(1)}, product->a.options()) : product->bias;
-  return lt_algorithm_count(product->a, product->b, bias, product->out_dtype, limit, epilogue_of(node.op));
+  return product ? lt_algorithm_count(product->a, product->b, product->bias, product->out_dtype, limit, epilogue_of(node.op)) : 0;
 }
 
 at::ScalarType to_scalar_type(DType dtype) {
