@@ -314,3 +314,61 @@ TEST_CASE("gelu_grad_epilogue puts a GELU's backward into the GEMM before it", "
     CHECK(to_text(gelu_grad_epilogue(other)) == to_text(other));
   }
 }
+
+// GELU's tanh derivative times a gradient written out by hand, with `cubic` as the approximation's
+// constant (0.044715), so that near misses can be built: the pass takes the expression for what it
+// computes, whatever the order of its operations, and leaves a product whose gradient or
+// expression something else reads, an expression that is not the derivative, and widths the
+// epilogue cannot take.
+TEST_CASE("gelu_grad_epilogue takes GELU's backward in any form and leaves near misses alone", "[unit][ir][aten][passes]") {
+  struct Variant {
+    const char* what;
+    double cubic;
+    int64_t width;
+    bool output_gradient, output_root;
+    bool rewritten;
+  };
+  for (const Variant& v : {Variant{"written out by hand", 0.044715, 24, false, false, true},
+                           Variant{"another constant", 0.04, 24, false, false, false},
+                           Variant{"a width not a multiple of 8", 0.044715, 20, false, false, false},
+                           Variant{"the gradient's cast also an output", 0.044715, 24, true, false, false},
+                           Variant{"the float32 derivative also an output", 0.044715, 24, false, true, false}}) {
+    INFO(v.what);
+    Graph g;
+    const ValueId a = g.add_input("a", {DType::bf16, {4, 16}});
+    const ValueId w = g.add_input("w", {DType::bf16, {16, v.width}});
+    const ValueId y = g.add_input("y", {DType::bf16, {4, v.width}});
+    const auto constant = [&](double value) {
+      Attributes scalar;
+      scalar.scalar = value;
+      return g.add(Op::constant, {}, scalar);
+    };
+    const auto cast = [&](ValueId value, DType dtype) {
+      Attributes to;
+      to.dtype = dtype;
+      return g.add(Op::cast, {value}, to);
+    };
+    const auto mul = [&](ValueId l, ValueId r) { return g.add(Op::mul, {l, r}); };
+    const auto add = [&](ValueId l, ValueId r) { return g.add(Op::add, {l, r}); };
+    const ValueId gradient = cast(g.add(Op::matmul, {a, w}), DType::f32);
+    const ValueId x = cast(y, DType::f32);
+    const double c = std::sqrt(2.0 / M_PI);
+    const ValueId t = g.add(Op::tanh, {mul(constant(c), add(x, mul(constant(v.cubic), mul(x, mul(x, x)))))});
+    const ValueId slope = mul(mul(constant(0.5), x), g.add(Op::sub, {constant(1.0), mul(t, t)}));
+    const ValueId derivative = add(mul(add(t, constant(1.0)), constant(0.5)), mul(slope, mul(constant(c), add(constant(1.0), mul(constant(3 * v.cubic), mul(x, x))))));
+    const ValueId root = mul(derivative, gradient);
+    g.mark_output(cast(root, DType::bf16));
+    if (v.output_gradient) g.mark_output(gradient);
+    if (v.output_root) g.mark_output(root);
+    const Graph rewritten = gelu_grad_epilogue(g);
+    CHECK(op_counts(rewritten)[Op::matmul_gelu_grad] == (v.rewritten ? 1 : 0));
+    if (!v.rewritten) {
+      CHECK(to_text(rewritten) == to_text(g));
+      continue;
+    }
+    CHECK(op_counts(rewritten)[Op::matmul] == 0);
+    const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
+    const std::vector<at::Tensor> inputs = {torch::randn({4, 16}, bf16), torch::randn({16, v.width}, bf16), (torch::randn({4, v.width}) * 2).to(torch::kBFloat16)};
+    CHECK(torch::allclose(execute_with_aten(rewritten, inputs)[0].to(torch::kDouble), execute_with_aten(g, inputs)[0].to(torch::kDouble), 2e-2, 2e-2));
+  }
+}

@@ -48,8 +48,8 @@ enum class Optimization {
                         // ATen's cuBLAS and cuBLASLt calls (compat/cublaslt_algorithms)
   gelu_epilogue,        // planner, GPU: a linear layer's tanh GELU applied by its GEMM's epilogue, which keeps the
                         // product for the backward (passes/gelu_epilogue)
-  gelu_grad_epilogue,   // planner, GPU: that GELU's backward and the layer's bias gradient made by the epilogue of the
-                        // GEMM that makes the GELU's incoming gradient (passes/gelu_grad_epilogue)
+  gelu_grad_epilogue,   // planner, GPU: that GELU's backward applied by the epilogue of the GEMM that makes the GELU's
+                        // incoming gradient (passes/gelu_grad_epilogue)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

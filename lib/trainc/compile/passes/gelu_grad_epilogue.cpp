@@ -1,5 +1,6 @@
 #include "trainc/compile/passes/gelu_grad_epilogue.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <map>
@@ -125,12 +126,21 @@ std::optional<Match> match_at(const Graph& g, ValueId dy, const std::vector<int>
     match.product = g.node(gradient).inputs[0];
     match.preactivation = g.node(x).inputs[0];
     const Node& product = g.node(match.product);
-    // The product read by the derivative alone (else it would be made twice), in dy's dtype.
+    // The product, in dy's dtype, read by the derivative alone: the gradient's cast and every value
+    // of the expression made from it read only inside the expression (the root only by dy), else
+    // the product would still be made for the other readers, and made twice.
     if (product.op != Op::matmul || product.type.dtype != narrow.type.dtype || uses[static_cast<std::size_t>(match.product)] != 1) return std::nullopt;
-    const std::vector<ValueId>& gradient_readers = readers[static_cast<std::size_t>(gradient)];
-    if (static_cast<int>(gradient_readers.size()) != uses[static_cast<std::size_t>(gradient)]) return std::nullopt;  // an output
-    for (ValueId reader : gradient_readers) {
-      if (expression.nodes.count(reader) == 0) return std::nullopt;
+    std::set<ValueId> from_gradient = {gradient};
+    for (ValueId id : expression.nodes) {  // in id order, which is the graph's order
+      const std::vector<ValueId>& inputs = g.node(id).inputs;
+      if (std::any_of(inputs.begin(), inputs.end(), [&](ValueId input) { return from_gradient.count(input) != 0; })) from_gradient.insert(id);
+    }
+    for (ValueId value : from_gradient) {
+      const std::vector<ValueId>& value_readers = readers[static_cast<std::size_t>(value)];
+      if (static_cast<int>(value_readers.size()) != uses[static_cast<std::size_t>(value)]) return std::nullopt;  // an output
+      for (ValueId reader : value_readers) {
+        if (expression.nodes.count(reader) == 0 && !(value == root && reader == dy)) return std::nullopt;
+      }
     }
     if (g.type(match.preactivation).dtype != narrow.type.dtype) return std::nullopt;
     const TensorType& weight = g.type(product.inputs[1]);
