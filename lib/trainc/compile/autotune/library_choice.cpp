@@ -37,16 +37,13 @@ std::vector<std::string> candidate_names(const ir::Node& node, const std::vector
         names.push_back(attention_backend_name(backend));
       }
     }
-  } else if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias || node.op == ir::Op::matmul_to_float) {
-    names = blas_libraries(device);
+  } else if (ir::is_matrix_product(node.op)) {
+    // Only cuBLASLt has the GELU epilogues: its ranked algorithms alone (without measuring, the first).
+    if (node.op != ir::Op::matmul_bias_gelu && node.op != ir::Op::matmul_gelu_grad) names = blas_libraries(device);
     if (optimization_enabled(Optimization::gemm_algorithms)) {
       const int algorithms = ir::gemm_algorithm_count(node, inputs, kGemmAlgorithmsMeasured);
       for (int i = 0; i < algorithms; ++i) names.push_back(lt_algorithm_name(i));
     }
-  } else if ((node.op == ir::Op::matmul_bias_gelu || node.op == ir::Op::matmul_gelu_grad) && optimization_enabled(Optimization::gemm_algorithms)) {
-    // Only cuBLASLt has the GELU epilogues: its ranked algorithms (without measuring, the first).
-    const int algorithms = ir::gemm_algorithm_count(node, inputs, kGemmAlgorithmsMeasured);
-    for (int i = 0; i < algorithms; ++i) names.push_back(lt_algorithm_name(i));
   } else if ((node.op == ir::Op::sum || node.op == ir::Op::sum_to_float) && optimization_enabled(Optimization::column_sums) &&
              column_sums_supported(inputs[0], node.attrs.ints)) {
     names = {"aten", "split_rows"};
@@ -100,8 +97,7 @@ std::string describe_call(const ir::Node& node, const std::vector<at::Tensor>& i
   // float32 products run on tensor cores or not as TF32 is allowed: a different measurement.
   if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias) text << (at::globalContext().allowTF32CuBLAS() ? " tf32" : "");
   // An algorithm's index in cuBLASLt's ranking means something for one version of it only.
-  if (node.op == ir::Op::matmul || node.op == ir::Op::matmul_bias || node.op == ir::Op::matmul_to_float || node.op == ir::Op::matmul_bias_gelu ||
-      node.op == ir::Op::matmul_gelu_grad) {
+  if (ir::is_matrix_product(node.op)) {
     const std::string lt_version = cublaslt_version();
     if (!lt_version.empty()) text << " cublasLt " << lt_version;
   }

@@ -31,17 +31,13 @@ struct MatrixProduct {
   std::vector<int64_t> out_sizes;
 };
 
-bool is_product(Op op) {
-  return op == Op::matmul || op == Op::matmul_bias || op == Op::matmul_to_float || op == Op::matmul_bias_gelu || op == Op::matmul_gelu_grad;
-}
-
 // The cuBLASLt epilogue an op's product runs with.
 LtEpilogue epilogue_of(Op op) {
   return op == Op::matmul_bias_gelu ? LtEpilogue::gelu : op == Op::matmul_gelu_grad ? LtEpilogue::gelu_grad : LtEpilogue::none;
 }
 
 std::optional<MatrixProduct> matrix_product(Op op, const Inputs& inputs) {
-  if (!is_product(op)) return std::nullopt;
+  if (!is_matrix_product(op)) return std::nullopt;
   const at::Tensor& x = inputs[0];
   const at::Tensor& w = inputs[1];
   if (w.dim() != 2 || x.dim() < 2 || (x.dim() > 2 && !x.is_contiguous())) return std::nullopt;
@@ -389,6 +385,10 @@ double attention_scale(const Attributes& attrs, int64_t head_dim) {
   return attrs.scalar == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : attrs.scalar;
 }
 
+bool is_matrix_product(Op op) {
+  return op == Op::matmul || op == Op::matmul_bias || op == Op::matmul_to_float || op == Op::matmul_bias_gelu || op == Op::matmul_gelu_grad;
+}
+
 int gemm_algorithm_count(const Node& node, const std::vector<at::Tensor>& inputs, int limit) {
   const std::optional<MatrixProduct> product = matrix_product(node.op, inputs);
   return product ? lt_algorithm_count(product->a, product->b, product->bias, product->out_dtype, limit, epilogue_of(node.op)) : 0;
@@ -459,7 +459,7 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
     return linear_cross_entropy_grad_from_dlogits(inputs[0], inputs[1], inputs[2], inputs[3], *gemms);
   }
   if (const std::optional<int> algorithm = lt_algorithm_index(variant)) {
-    TRAINC_CHECK(is_product(node.op), std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
+    TRAINC_CHECK(is_matrix_product(node.op), std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");
     if (node.op == Op::matmul_bias_gelu) return matmul_bias_gelu(inputs, *algorithm);
     if (node.op == Op::matmul_gelu_grad) return matmul_gelu_grad(inputs, *algorithm);
     if (const std::optional<MatrixProduct> product = matrix_product(node.op, inputs)) {

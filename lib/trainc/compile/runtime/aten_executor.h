@@ -48,6 +48,10 @@ std::optional<AttentionBackend> lse_pair_backend(const std::vector<at::Tensor>& 
 // instead of at every run. Empty: ATen's own call, as above.
 at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device, const std::string& variant);
 
+// matmul, matmul_bias, matmul_to_float, matmul_bias_gelu and matmul_gelu_grad: the ops that are one
+// product of matrices, which cuBLASLt's algorithms can run.
+bool is_matrix_product(Op op);
+
 // How many of cuBLASLt's algorithms can run this matmul, matmul_bias, matmul_to_float, matmul_bias_gelu
 // or matmul_gelu_grad directly
 // (variants "cublaslt-algo-0" onwards), at most `limit`; 0 for other ops and inputs it cannot take.
