@@ -1,17 +1,20 @@
 // defines: cross_entropy_rows_supported, cross_entropy_rows_forward, cross_entropy_rows_backward,
 //          cross_entropy_rows_loss_and_dlogits
 //
-// The cross-entropy of bf16 logits on a GPU, one row per thread block, in one pass over the row
-// (forward) or two (backward), with no float32 copy of the logits: the part of
-// runtime/linear_cross_entropy between its GEMMs. Each thread reads 8 logits at a time (16 bytes)
-// when the rows start 16-byte aligned, one otherwise, and keeps a running maximum and a sum of
-// exponentials rescaled as the maximum grows (online softmax); the block merges them, and
-// lse = max + log(sum). The backward then overwrites each logit with its gradient,
-// (exp(z - lse) - s / V - (1 - s) [j == target]) * grad, rounded to bf16 as eager's cast back from
-// float32 rounds it. The kernels are CUDA source compiled once per process with NVRTC through the
-// kernel cache (runtime/cuda_modules). Holding a row in registers to read it once was slower on an
-// H200 (1.43 against 1.21 ms for GPT-2's rows): 110 registers a thread left one block per SM, whose
-// loads and writes could not overlap (docs/benchmarks.md).
+// The cross-entropy of bf16 logits on a GPU, one row per thread block, with no float32 copy of the
+// logits: the part of runtime/linear_cross_entropy between its GEMMs. Each thread reads 8 logits at
+// a time (16 bytes) when the rows start 16-byte aligned, one otherwise, and keeps a running maximum
+// and a sum of exponentials rescaled as the maximum grows (online softmax); the block merges them,
+// and lse = max + log(sum). The gradient is (exp(z - lse) - s / V - (1 - s) [j == target]) * grad,
+// rounded to bf16 as eager's cast back from float32 rounds it, written over the logits. The forward
+// reads a row once; the backward twice (statistics, then the gradient). The training kernel (loss
+// and gradient together) copies its row into shared memory first when two such rows fit on an SM
+// (GPT-2's 100 KB rows do on an H200), so it reads the row from memory once: with each logit's
+// arithmetic cut to a few instructions, 0.80 ms for GPT-2's 16384 rows where the two-pass kernel
+// takes 1.18 (docs/benchmarks.md). Holding a row in registers instead was slower (1.43 ms): 110
+// registers a thread left one block per SM, whose loads and writes could not overlap. The kernels
+// are CUDA source compiled once per process with NVRTC through the kernel cache
+// (runtime/cuda_modules).
 #pragma once
 
 #include <ATen/ATen.h>

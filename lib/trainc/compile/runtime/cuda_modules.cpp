@@ -108,10 +108,16 @@ void CudaModule::launch(std::size_t index, int64_t grid, int block, void* const*
   launch_with(index, grid, block, parameters.data());
 }
 
-void CudaModule::launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses) const {
+void CudaModule::launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses, int shared_bytes) const {
   const CUstream stream = c10::cuda::getCurrentCUDAStream().stream();
-  check_driver(cuLaunchKernel(static_cast<CUfunction>(functions_.at(index)), static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(block),
-                              1, 1, 0, stream, parameter_addresses, nullptr),
+  const auto function = static_cast<CUfunction>(functions_.at(index));
+  constexpr int kDefaultSharedLimit = 48 * 1024;
+  if (shared_bytes > kDefaultSharedLimit) {
+    check_driver(cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes),
+                 "allowing a kernel " + std::to_string(shared_bytes) + " bytes of shared memory");
+  }
+  check_driver(cuLaunchKernel(function, static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(block), 1, 1,
+                              static_cast<unsigned>(shared_bytes), stream, parameter_addresses, nullptr),
                "launching a generated CUDA kernel");
 }
 
@@ -162,7 +168,7 @@ void CudaModule::launch(std::size_t, int64_t, int, void* const*, std::size_t) co
   throw std::logic_error("CudaModule::launch: this build of trainc has no CUDA");
 }
 
-void CudaModule::launch_with(std::size_t, int64_t, int, void**) const {
+void CudaModule::launch_with(std::size_t, int64_t, int, void**, int) const {
   throw std::logic_error("CudaModule::launch_with: this build of trainc has no CUDA");
 }
 

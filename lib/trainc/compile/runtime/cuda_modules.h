@@ -29,8 +29,9 @@ class CudaModule {
   // `arguments` holds the kernel's pointer parameters in order.
   void launch(std::size_t index, int64_t grid, int block, void* const* arguments, std::size_t count) const;
   // The same with the addresses of the kernel's parameters, whatever their types (cuLaunchKernel's
-  // convention).
-  void launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses) const;
+  // convention), and `shared_bytes` of dynamic shared memory a block (above 48 KB the function is
+  // allowed that much first).
+  void launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses, int shared_bytes = 0) const;
 
  private:
   void* module_;

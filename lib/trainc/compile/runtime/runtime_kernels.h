@@ -26,14 +26,15 @@ class RuntimeKernels {
   RuntimeKernels(std::string source, std::vector<std::string> symbols) : source_(std::move(source)), symbols_(std::move(symbols)) {}
 
   // Launches kernel `index` (in the order of the symbols) on the current CUDA stream, with the
-  // addresses of its parameters (cuLaunchKernel's convention).
-  void launch(std::size_t index, int64_t grid, int block, void** parameter_addresses) {
+  // addresses of its parameters (cuLaunchKernel's convention) and `shared_bytes` of dynamic shared
+  // memory a block.
+  void launch(std::size_t index, int64_t grid, int block, void** parameter_addresses, int shared_bytes = 0) {
     std::call_once(built_, [this] {
       module_ = build_cuda_modules({{std::string(codegen::cuda_prelude()) + source_, symbols_}}, compiler_settings_from_environment())
                     .front()
                     .module;
     });
-    module_->launch_with(index, grid, block, parameter_addresses);
+    module_->launch_with(index, grid, block, parameter_addresses, shared_bytes);
   }
 
  private:
