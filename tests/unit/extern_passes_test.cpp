@@ -372,3 +372,41 @@ TEST_CASE("gelu_grad_epilogue takes GELU's backward in any form and leaves near 
     CHECK(torch::allclose(execute_with_aten(rewritten, inputs)[0].to(torch::kDouble), execute_with_aten(g, inputs)[0].to(torch::kDouble), 2e-2, 2e-2));
   }
 }
+
+// A position embedding, every row of its table in order (an arange as long as the table), imports
+// as the table itself: no gather in the forward and no scatter of its gradient in the backward, and
+// the joint graph's loss and gradients are eager autograd's. An arange shorter than the table stays
+// an embedding.
+TEST_CASE("an embedding of every row of its table in order is the table itself", "[unit][ir][aten]") {
+  for (const int64_t positions : {5, 4}) {
+    INFO(positions << " positions of a table of 5");
+    const auto options = torch::TensorOptions().dtype(torch::kDouble);
+    const std::vector<at::Tensor> tensors = {torch::randint(0, 6, {2, positions}), torch::randn({6, 3}, options), torch::randn({5, 3}, options)};
+    const auto loss_of = [positions](const at::Tensor& tokens, const at::Tensor& wte, const at::Tensor& wpe) {
+      return (at::embedding(wte, tokens) + at::embedding(wpe, at::arange(positions, tokens.options()))).pow(2).sum();
+    };
+    const std::vector<trainc::StepInput> described = {{"tokens", trainc::StepInputKind::batch, false},
+                                                      {"wte", trainc::StepInputKind::parameter, true},
+                                                      {"wpe", trainc::StepInputKind::parameter, true}};
+    const trainc::CapturedStep captured =
+        trainc::capture_function(described, tensors, [&] { return loss_of(tensors[0], tensors[1], tensors[2]); });
+    const trainc::ImportedGraph imported = trainc::import_graph(captured);
+    REQUIRE(imported.breaks.empty());
+    const trainc::JointGraph joint = trainc::differentiate(imported.graph, {false, true, true});
+    INFO(to_text(joint.graph));
+    std::map<Op, int> ops = op_counts(joint.graph);
+    CHECK(ops[Op::embedding] == (positions == 5 ? 1 : 2));
+    CHECK(ops[Op::embedding_grad] == (positions == 5 ? 1 : 2));
+
+    std::vector<at::Tensor> inputs = tensors;
+    inputs.push_back(torch::full({}, 1.0, options));  // the loss's gradient
+    const std::vector<at::Tensor> got = execute_with_aten(joint.graph, inputs);
+    const at::Tensor wte = tensors[1].clone().requires_grad_(true), wpe = tensors[2].clone().requires_grad_(true);
+    const at::Tensor loss = loss_of(tensors[0], wte, wpe);
+    loss.backward();
+    REQUIRE(got.size() == 3);
+    CHECK(torch::allclose(got[0], loss.detach(), 1e-12, 1e-12));
+    CHECK(torch::allclose(got[1], wte.grad(), 1e-12, 1e-12));
+    CHECK(torch::allclose(got[2], wpe.grad(), 1e-12, 1e-12));
+  }
+}

@@ -373,7 +373,12 @@ Values embedding(ImportContext& c, const jit::Node& n) {
   if (n.inputs().size() > 2 && c.int_arg(arg(n, 2)) != -1) throw Unsupported("embedding with a padding_idx");
   if (n.inputs().size() > 3 && c.bool_arg(arg(n, 3))) throw Unsupported("embedding with scale_grad_by_freq");
   if (n.inputs().size() > 4 && c.bool_arg(arg(n, 4))) throw Unsupported("sparse embedding gradients");
-  return {c.add(Op::embedding, {c.tensor(arg(n, 0)), c.cast(c.tensor(arg(n, 1)), DType::i64)})};
+  const ValueId table = c.tensor(arg(n, 0));
+  const ValueId indices = c.cast(c.tensor(arg(n, 1)), DType::i64);
+  // Every row in order (a position embedding's arange over its whole table) is the table itself: no
+  // gather in the forward, and its gradient is the incoming one, not a scatter into a zeroed table.
+  if (c.graph().node(indices).op == Op::iota && c.type(indices).shape == std::vector<int64_t>{c.type(table).shape.at(0)}) return {table};
+  return {c.add(Op::embedding, {table, indices})};
 }
 
 int64_t square(ImportContext& c, const jit::Value* value, const std::string& what, int64_t if_empty) {
