@@ -26,6 +26,7 @@
 #include "trainc/train/grad_clip.h"
 #include "trainc/train/interrupt.h"
 #include "trainc/train/loss.h"
+#include "trainc/train/loss_tracking.h"
 #include "trainc/train/lr_schedule.h"
 #include "trainc/train/optimizer.h"
 
@@ -506,12 +507,8 @@ int Trainer::train() {
       ++state_.global_step;
       ++step_in_epoch;
       if (trace_) trace_->after_step(state_.global_step);
-      const torch::Tensor finite = torch::isfinite(loss);
-      first_nonfinite_step_ = torch::where(first_nonfinite_step_.ge(0) | finite, first_nonfinite_step_,
-                                           torch::full_like(first_nonfinite_step_, state_.global_step));
+      track_step_loss(loss, state_.global_step, loss_since_log_, loss_total_, first_nonfinite_step_);
       if (!device_.is_cuda()) check_finite_loss();  // free on the CPU: stop at the very step
-      loss_since_log_ += loss;
-      loss_total_ += loss;
       ++steps_since_log_;
       ++steps_this_run_;
       samples_since_log_ += samples;
