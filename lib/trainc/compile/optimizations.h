@@ -6,7 +6,7 @@
 // misbehaves: TRAINC_DISABLE_OPTIMIZATIONS=bias_epilogue,column_sums (spaces around the names are
 // allowed). The variable is read when a step is compiled and, for the library choices
 // (attention_choice, column_sums, gemm_algorithms), at the compiled step's first run, and for
-// adamw_kernel when the capturable AdamW is made; an unknown name stops the run at start (exit 2).
+// adamw_kernel when the capturable AdamW is made, and for grad_norm_kernel at each step; an unknown name stops the run at start (exit 2).
 // Each switch leaves the step correct: what it turns off is how the work is done, not what is
 // computed (up to rounding).
 #pragma once
@@ -50,6 +50,8 @@ enum class Optimization {
                         // product for the backward (passes/gelu_epilogue)
   gelu_grad_epilogue,   // planner, GPU: that GELU's backward applied by the epilogue of the GEMM that makes the GELU's
                         // incoming gradient (passes/gelu_grad_epilogue)
+  grad_norm_kernel,     // GPU: gradient clipping's global norm and coefficient by trainc's kernels, ceil(n / 32) + 1
+                        // launches, instead of ATen's ten (train/grad_norm_kernel)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.
