@@ -1,6 +1,8 @@
 #include "trainc/compat/cuda_graph.h"
 
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 #if TRAINC_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -20,6 +22,36 @@ std::optional<int> cuda_compute_capability(c10::Device device) {
 }
 
 bool cuda_stream_capturing() { return c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None; }
+
+namespace {
+
+// Whether ATen's graph can keep what it captured for an edit before instantiating it (PyTorch 2.7
+// and later: keep_graph, raw_cuda_graph, instantiate). Asked of the declarations, so no version
+// number is assumed; without it a capture is instantiated as it was recorded.
+template <typename Graph, typename = void>
+struct keeps_graph : std::false_type {};
+template <typename Graph>
+struct keeps_graph<Graph, std::void_t<decltype(Graph(true)), decltype(std::declval<Graph&>().raw_cuda_graph()),
+                                      decltype(std::declval<Graph&>().instantiate())>> : std::true_type {};
+
+template <typename Graph>
+Graph new_graph() {
+  if constexpr (keeps_graph<Graph>::value) {
+    return Graph(/*keep_graph=*/true);
+  } else {
+    return Graph();
+  }
+}
+
+template <typename Graph>
+void edit_and_instantiate(Graph& graph, const std::function<void(void*)>& edit) {
+  if constexpr (keeps_graph<Graph>::value) {
+    if (edit) edit(graph.raw_cuda_graph());
+    graph.instantiate();
+  }
+}
+
+}  // namespace
 
 struct CudaGraph::Impl {
   explicit Impl(c10::Device device)
@@ -41,7 +73,7 @@ struct CudaGraph::Impl {
 
   c10::DeviceIndex index;
   c10::cuda::CUDAStream stream;
-  at::cuda::CUDAGraph graph;
+  at::cuda::CUDAGraph graph = new_graph<at::cuda::CUDAGraph>();  // instantiated by capture(), after `edit`
 };
 
 CudaGraph::CudaGraph(c10::Device device) : impl_(std::make_unique<Impl>(device)) {}
@@ -49,7 +81,7 @@ CudaGraph::~CudaGraph() = default;
 
 void CudaGraph::run(const std::function<void()>& work) { impl_->on_side_stream(work); }
 
-void CudaGraph::capture(const std::function<void()>& work) {
+void CudaGraph::capture(const std::function<void()>& work, const std::function<void(void* graph)>& edit) {
   impl_->on_side_stream([&] {
     impl_->graph.capture_begin();
     try {
@@ -63,6 +95,7 @@ void CudaGraph::capture(const std::function<void()>& work) {
       throw;
     }
     impl_->graph.capture_end();
+    edit_and_instantiate(impl_->graph, edit);
   });
 }
 
@@ -79,7 +112,7 @@ struct CudaGraph::Impl {};
 CudaGraph::CudaGraph(c10::Device) { throw std::logic_error("CUDA graphs need a LibTorch built with CUDA"); }
 CudaGraph::~CudaGraph() = default;
 void CudaGraph::run(const std::function<void()>&) {}
-void CudaGraph::capture(const std::function<void()>&) {}
+void CudaGraph::capture(const std::function<void()>&, const std::function<void(void*)>&) {}
 void CudaGraph::replay() {}
 
 #endif

@@ -32,8 +32,9 @@ class CudaGraph {
   // Executes `work` on the side stream (the warm-up before a capture).
   void run(const std::function<void()>& work);
   // Records `work` into the graph without running it. What it allocates comes from the graph's
-  // own memory pool and keeps its address for every replay.
-  void capture(const std::function<void()>& work);
+  // own memory pool and keeps its address for every replay. `edit`, when given, may change the
+  // recorded graph (a cudaGraph_t) before it is instantiated.
+  void capture(const std::function<void()>& work, const std::function<void(void* graph)>& edit = {});
   // Launches the recorded work on the current stream: one launch for the whole of it.
   void replay();
 

@@ -23,6 +23,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::embedding_grad_add, "embedding_grad_add"}, {Optimization::adamw_kernel, "adamw_kernel"},
       {Optimization::gemm_algorithms, "gemm_algorithms"},       {Optimization::gelu_epilogue, "gelu_epilogue"},
       {Optimization::gelu_grad_epilogue, "gelu_grad_epilogue"}, {Optimization::grad_norm_kernel, "grad_norm_kernel"},
+      {Optimization::graph_memsets, "graph_memsets"},
   };
   return names;
 }

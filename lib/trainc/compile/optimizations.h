@@ -52,6 +52,8 @@ enum class Optimization {
                         // incoming gradient (passes/gelu_grad_epilogue)
   grad_norm_kernel,     // GPU: gradient clipping's global norm and coefficient by trainc's kernels, ceil(n / 32) + 1
                         // launches, instead of ATen's ten (train/grad_norm_kernel)
+  graph_memsets,        // GPU: a captured step's small memset nodes (cuBLASLt's, cuDNN's) made kernel nodes, after
+                        // which the next kernel starts sooner (runtime/graph_memsets)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -32,6 +32,8 @@ class CudaModule {
   // convention), and `shared_bytes` of dynamic shared memory a block (above 48 KB the function is
   // allowed that much first).
   void launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses, int shared_bytes = 0) const;
+  // Function `index` (a CUfunction), for work launched otherwise (a CUDA graph's kernel node).
+  void* function(std::size_t index) const { return functions_.at(index); }
 
  private:
   void* module_;

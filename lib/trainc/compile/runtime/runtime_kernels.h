@@ -29,15 +29,22 @@ class RuntimeKernels {
   // addresses of its parameters (cuLaunchKernel's convention) and `shared_bytes` of dynamic shared
   // memory a block.
   void launch(std::size_t index, int64_t grid, int block, void** parameter_addresses, int shared_bytes = 0) {
+    module().launch_with(index, grid, block, parameter_addresses, shared_bytes);
+  }
+
+  // Kernel `index` as a CUfunction, built on first use.
+  void* function(std::size_t index) { return module().function(index); }
+
+ private:
+  const CudaModule& module() {
     std::call_once(built_, [this] {
       module_ = build_cuda_modules({{std::string(codegen::cuda_prelude()) + source_, symbols_}}, compiler_settings_from_environment())
                     .front()
                     .module;
     });
-    module_->launch_with(index, grid, block, parameter_addresses, shared_bytes);
+    return *module_;
   }
 
- private:
   std::string source_;
   std::vector<std::string> symbols_;
   std::once_flag built_;

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "trainc/compile/optimizations.h"
+#include "trainc/compile/runtime/graph_memsets.h"
 #include "trainc/compile/runtime/guards.h"
 
 namespace trainc {
@@ -84,15 +86,20 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
     entry.targets = clones(targets);
     clear_gradients();
     // Captured work is recorded, not run: the update graph reads the gradient tensors the first
-    // graph's capture allocated, which every replay of it overwrites in place.
+    // graph's capture allocated, which every replay of it overwrites in place. The libraries' small
+    // memsets become kernels before instantiation (runtime/graph_memsets; switch graph_memsets).
+    std::function<void(void*)> edit;
+    if (optimization_enabled(Optimization::graph_memsets)) edit = [](void* graph) { memset_nodes_to_kernels(graph); };
     if (entry.update) {
-      entry.graph->capture([&] { entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets); });
-      entry.update->capture([&] { entry.outputs.grad_norm = phases_.update(); });
+      entry.graph->capture([&] { entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets); }, edit);
+      entry.update->capture([&] { entry.outputs.grad_norm = phases_.update(); }, edit);
     } else {
-      entry.graph->capture([&] {
-        entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets);
-        entry.outputs.grad_norm = phases_.update();
-      });
+      entry.graph->capture(
+          [&] {
+            entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets);
+            entry.outputs.grad_norm = phases_.update();
+          },
+          edit);
     }
     for (const at::Tensor& parameter : parameters_) entry.gradients.push_back(parameter.grad());
     entry.captured = true;
