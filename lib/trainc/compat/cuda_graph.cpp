@@ -25,8 +25,8 @@ bool cuda_stream_capturing() { return c10::cuda::currentStreamCaptureStatusMayIn
 
 namespace {
 
-// Whether ATen's graph can keep what it captured for an edit before instantiating it (PyTorch 2.7
-// and later: keep_graph, raw_cuda_graph, instantiate). Asked of the declarations, so no version
+// Whether ATen's graph can keep what it captured for an edit before instantiating it (recent
+// PyTorch: keep_graph, raw_cuda_graph, instantiate). Asked of the declarations, so no version
 // number is assumed; without it a capture is instantiated as it was recorded.
 template <typename Graph, typename = void>
 struct keeps_graph : std::false_type {};

@@ -6,7 +6,8 @@
 // misbehaves: TRAINC_DISABLE_OPTIMIZATIONS=bias_epilogue,column_sums (spaces around the names are
 // allowed). The variable is read when a step is compiled and, for the library choices
 // (attention_choice, column_sums, gemm_algorithms), at the compiled step's first run, and for
-// adamw_kernel when the capturable AdamW is made, and for grad_norm_kernel at each step; an unknown name stops the run at start (exit 2).
+// adamw_kernel when the capturable AdamW is made, for grad_norm_kernel at each step, and for
+// graph_memsets at each CUDA graph capture; an unknown name stops the run at start (exit 2).
 // Each switch leaves the step correct: what it turns off is how the work is done, not what is
 // computed (up to rounding).
 #pragma once

@@ -246,7 +246,7 @@ static __device__ __forceinline__ void wait_for_copies() {
 // The training kernel reading each row once: the block copies its row (16-byte aligned) into
 // shared memory, then takes the statistics and writes the gradient from the copy. The same
 // threads sum the same logits in the same order as the two-pass kernel, so the results are its own.
-extern "C" __global__ void __launch_bounds__(512) trainc_cross_entropy_loss_and_gradient_shared(uint16_t* __restrict__ logits,
+extern "C" __global__ void __launch_bounds__(512, 2) trainc_cross_entropy_loss_and_gradient_shared(uint16_t* __restrict__ logits,
     int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {
   extern __shared__ uint4 row_copy_words[];
   uint16_t* copy = reinterpret_cast<uint16_t*>(row_copy_words);
@@ -290,9 +290,10 @@ int one_pass_shared_bytes(int64_t vocabulary) {
 #if TRAINC_WITH_CUDA
   const cudaDeviceProp* properties = at::cuda::getCurrentDeviceProperties();
   const int64_t bytes = (vocabulary * 2 + 15) / 16 * 16;
-  constexpr int64_t kPerBlockBesides = 1024 + 1024;  // the driver's reserve, the reduction's arrays (768 bytes) and more
-  const bool fits = properties->major >= 8 && bytes <= static_cast<int64_t>(properties->sharedMemPerBlockOptin) &&
-                    2 * (bytes + kPerBlockBesides) <= static_cast<int64_t>(properties->sharedMemPerMultiprocessor);
+  constexpr int64_t kStatic = 1024;    // the reduction's arrays (768 bytes), with room to spare
+  constexpr int64_t kReserved = 1024;  // what the driver keeps of each block's shared memory
+  const bool fits = properties->major >= 8 && bytes + kStatic <= static_cast<int64_t>(properties->sharedMemPerBlockOptin) &&
+                    2 * (bytes + kStatic + kReserved) <= static_cast<int64_t>(properties->sharedMemPerMultiprocessor);
   return fits ? static_cast<int>(bytes) : 0;
 #else
   (void)vocabulary;
@@ -322,6 +323,10 @@ void launch_writing_losses(Kernel vector, Kernel scalar, const at::Tensor& logit
 }
 
 }  // namespace
+
+bool cross_entropy_rows_one_pass(const at::Tensor& logits) {
+  return cross_entropy_rows_supported(logits, at::kFloat) && rows_aligned(logits) && one_pass_shared_bytes(logits.size(1)) > 0;
+}
 
 bool cross_entropy_rows_supported(const at::Tensor& logits, at::ScalarType loss_dtype) {
   return TRAINC_WITH_CUDA && logits.is_cuda() && logits.scalar_type() == at::kBFloat16 && loss_dtype == at::kFloat &&

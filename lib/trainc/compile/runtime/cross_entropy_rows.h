@@ -1,5 +1,5 @@
 // defines: cross_entropy_rows_supported, cross_entropy_rows_forward, cross_entropy_rows_backward,
-//          cross_entropy_rows_loss_and_dlogits
+//          cross_entropy_rows_loss_and_dlogits, cross_entropy_rows_one_pass
 //
 // The cross-entropy of bf16 logits on a GPU, one row per thread block, with no float32 copy of the
 // logits: the part of runtime/linear_cross_entropy between its GEMMs. Each thread reads 8 logits at
@@ -33,7 +33,12 @@ at::Tensor cross_entropy_rows_forward(const at::Tensor& logits, const at::Tensor
 void cross_entropy_rows_backward(at::Tensor& logits, const at::Tensor& targets, const at::Tensor& grad, double smoothing);
 
 // Both at once for a grad of 1: writes each row's loss into `loss` (float32 [N]) and overwrites the
-// logits with the gradient of each row's own loss, in the backward's two passes.
+// logits with the gradient of each row's own loss, in one pass over each row from its copy in
+// shared memory where cross_entropy_rows_one_pass says so, else in the backward's two passes.
 void cross_entropy_rows_loss_and_dlogits(at::Tensor& logits, const at::Tensor& targets, double smoothing, at::Tensor& loss);
+
+// Whether cross_entropy_rows_loss_and_dlogits reads each row of `logits` once (16-byte aligned
+// rows, two of which fit in one SM's shared memory).
+bool cross_entropy_rows_one_pass(const at::Tensor& logits);
 
 }  // namespace trainc

@@ -111,8 +111,9 @@ void CudaModule::launch(std::size_t index, int64_t grid, int block, void* const*
 void CudaModule::launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses, int shared_bytes) const {
   const CUstream stream = c10::cuda::getCurrentCUDAStream().stream();
   const auto function = static_cast<CUfunction>(functions_.at(index));
-  constexpr int kDefaultSharedLimit = 48 * 1024;
-  if (shared_bytes > kDefaultSharedLimit) {
+  // Any dynamic shared memory is allowed explicitly: a kernel's static shared memory counts toward
+  // the 48 KB it gets unasked, so dynamic memory just under 48 KB can need it too.
+  if (shared_bytes > 0) {
     check_driver(cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes),
                  "allowing a kernel " + std::to_string(shared_bytes) + " bytes of shared memory");
   }

@@ -29,8 +29,8 @@ class CudaModule {
   // `arguments` holds the kernel's pointer parameters in order.
   void launch(std::size_t index, int64_t grid, int block, void* const* arguments, std::size_t count) const;
   // The same with the addresses of the kernel's parameters, whatever their types (cuLaunchKernel's
-  // convention), and `shared_bytes` of dynamic shared memory a block (above 48 KB the function is
-  // allowed that much first).
+  // convention), and `shared_bytes` of dynamic shared memory a block (the function is allowed that
+  // much first, whatever its static shared memory).
   void launch_with(std::size_t index, int64_t grid, int block, void** parameter_addresses, int shared_bytes = 0) const;
   // Function `index` (a CUfunction), for work launched otherwise (a CUDA graph's kernel node).
   void* function(std::size_t index) const { return functions_.at(index); }

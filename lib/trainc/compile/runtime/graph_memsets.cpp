@@ -9,11 +9,13 @@
 
 #if TRAINC_WITH_CUDA
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace trainc {
 
-#if TRAINC_WITH_CUDA
+// The graph API with edge data (CUDA 13's signatures); with an older toolkit nothing is rewritten.
+#if TRAINC_WITH_CUDA && CUDA_VERSION >= 13000
 
 namespace {
 
@@ -48,27 +50,67 @@ void check(CUresult result, const char* what) {
   throw std::runtime_error(std::string("replacing a CUDA graph's memset nodes: ") + what + ": " + (text != nullptr ? text : "error"));
 }
 
-// A node's edges in one direction, with their data; false when any edge is more than a full
-// dependency (a programmatic port, a launch-order edge), which a new default edge would change.
+// A node's edges in one direction; false when any edge is more than a full dependency (a
+// programmatic port, a launch-order edge), which a new default edge would change.
 bool plain_edges(CUgraphNode node, bool incoming, std::vector<CUgraphNode>& nodes) {
+  const auto query = [&](CUgraphNode* found, CUgraphEdgeData* edges, size_t* count) {
+    return incoming ? cuGraphNodeGetDependencies(node, found, edges, count) : cuGraphNodeGetDependentNodes(node, found, edges, count);
+  };
   size_t count = 0;
-  if (incoming) check(cuGraphNodeGetDependencies(node, nullptr, nullptr, &count), "cuGraphNodeGetDependencies");
-  else check(cuGraphNodeGetDependentNodes(node, nullptr, nullptr, &count), "cuGraphNodeGetDependentNodes");
+  const CUresult counted = query(nullptr, nullptr, &count);
+  if (counted == CUDA_ERROR_LOSSY_QUERY) return false;  // edges with data
+  check(counted, "querying a node's edges");
   nodes.resize(count);
   std::vector<CUgraphEdgeData> edges(count);
   if (count == 0) return true;
-  if (incoming) check(cuGraphNodeGetDependencies(node, nodes.data(), edges.data(), &count), "cuGraphNodeGetDependencies");
-  else check(cuGraphNodeGetDependentNodes(node, nodes.data(), edges.data(), &count), "cuGraphNodeGetDependentNodes");
+  check(query(nodes.data(), edges.data(), &count), "querying a node's edges");
   for (const CUgraphEdgeData& edge : edges) {
     if (edge.from_port != 0 || edge.to_port != 0 || edge.type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT) return false;
   }
   return true;
 }
 
+// Whether device memory at `address` is on the current device (the fill kernel's module is
+// loaded there).
+bool on_current_device(CUdeviceptr address) {
+  int ordinal = -1, current = -1;
+  if (cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address) != CUDA_SUCCESS) return false;
+  return cudaGetDevice(&current) == cudaSuccess && ordinal == current;
+}
+
+// The kernel node that writes what `memset` writes, given the memset's neighbours; the memset is
+// left in place. On an error, nothing of it is left in the graph.
+CUgraphNode add_fill_node(CUgraph graph, const CUDA_MEMSET_NODE_PARAMS& memset, const std::vector<CUgraphNode>& before,
+                          const std::vector<CUgraphNode>& after, CUfunction fill) {
+  void* dst = reinterpret_cast<void*>(memset.dst);
+  unsigned long long pitch = memset.pitch, width = memset.width, height = memset.height;
+  unsigned int value = memset.value, element_size = memset.elementSize;
+  void* parameters[] = {&dst, &pitch, &value, &element_size, &width, &height};
+  CUDA_KERNEL_NODE_PARAMS launch{};
+  launch.func = fill;
+  launch.gridDimX = static_cast<unsigned>(std::min<unsigned long long>(kMaxBlocks, (width * height + kBlock - 1) / kBlock));
+  launch.gridDimY = launch.gridDimZ = 1;
+  launch.blockDimX = kBlock;
+  launch.blockDimY = launch.blockDimZ = 1;
+  launch.kernelParams = parameters;  // copied into the node
+  CUgraphNode kernel = nullptr;
+  check(cuGraphAddKernelNode(&kernel, graph, before.data(), before.size(), &launch), "cuGraphAddKernelNode");
+  for (CUgraphNode next : after) {
+    const CUresult added = cuGraphAddDependencies(graph, &kernel, &next, nullptr, 1);
+    if (added != CUDA_SUCCESS) {
+      cuGraphDestroyNode(kernel);  // and the edges added so far
+      check(added, "cuGraphAddDependencies");
+    }
+  }
+  return kernel;
+}
+
 }  // namespace
 
 int memset_nodes_to_kernels(void* graph_handle) {
   const auto graph = static_cast<CUgraph>(graph_handle);
+  // Compiled before anything changes, so a compile error leaves the graph as it was captured.
+  const auto fill = static_cast<CUfunction>(kernels().function(0));
   size_t count = 0;
   check(cuGraphGetNodes(graph, nullptr, &count), "cuGraphGetNodes");
   std::vector<CUgraphNode> nodes(count);
@@ -81,24 +123,13 @@ int memset_nodes_to_kernels(void* graph_handle) {
     CUDA_MEMSET_NODE_PARAMS memset{};
     check(cuGraphMemsetNodeGetParams(node, &memset), "cuGraphMemsetNodeGetParams");
     const unsigned long long elements = memset.width * memset.height;
-    if (elements * memset.elementSize > static_cast<unsigned long long>(kLargestMemsetAsKernel) || elements == 0) continue;
+    if (elements == 0 || elements * memset.elementSize > static_cast<unsigned long long>(kLargestMemsetAsKernel)) continue;
+    if (!on_current_device(memset.dst)) continue;
     std::vector<CUgraphNode> before, after;
     if (!plain_edges(node, true, before) || !plain_edges(node, false, after)) continue;
-
-    void* dst = reinterpret_cast<void*>(memset.dst);
-    unsigned long long pitch = memset.pitch, width = memset.width, height = memset.height;
-    unsigned int value = memset.value, element_size = memset.elementSize;
-    void* parameters[] = {&dst, &pitch, &value, &element_size, &width, &height};
-    CUDA_KERNEL_NODE_PARAMS launch{};
-    launch.func = static_cast<CUfunction>(kernels().function(0));
-    launch.gridDimX = static_cast<unsigned>(std::min<unsigned long long>(kMaxBlocks, (elements + kBlock - 1) / kBlock));
-    launch.gridDimY = launch.gridDimZ = 1;
-    launch.blockDimX = kBlock;
-    launch.blockDimY = launch.blockDimZ = 1;
-    launch.kernelParams = parameters;  // copied into the node
-    CUgraphNode kernel = nullptr;
-    check(cuGraphAddKernelNode(&kernel, graph, before.data(), before.size(), &launch), "cuGraphAddKernelNode");
-    for (CUgraphNode next : after) check(cuGraphAddDependencies(graph, &kernel, &next, nullptr, 1), "cuGraphAddDependencies");
+    // Each node is replaced whole or not at all: the fill node and its edges first, then the memset
+    // goes (with its edges), so the graph is correct between any two steps.
+    add_fill_node(graph, memset, before, after, fill);
     check(cuGraphDestroyNode(node), "cuGraphDestroyNode");
     ++replaced;
   }

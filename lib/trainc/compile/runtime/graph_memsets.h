@@ -17,7 +17,10 @@ namespace trainc {
 inline constexpr int64_t kLargestMemsetAsKernel = int64_t{1} << 20;  // bytes
 
 // Rewrites `graph` (a cudaGraph_t, not yet instantiated) in place; returns how many memset nodes
-// became kernel nodes. 0 in a build without CUDA.
+// became kernel nodes: 0 in a build without CUDA or with a CUDA older than 13 (whose graph API
+// lacks edge data). Memsets on another device than the current one stay. An error (the fill
+// kernel's compilation, a driver call) throws, with every node replaced so far replaced whole and
+// the rest as captured, so the graph stays correct.
 int memset_nodes_to_kernels(void* graph);
 
 }  // namespace trainc

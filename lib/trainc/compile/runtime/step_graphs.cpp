@@ -1,6 +1,7 @@
 #include "trainc/compile/runtime/step_graphs.h"
 
 #include <chrono>
+#include <exception>
 
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/graph_memsets.h"
@@ -89,7 +90,15 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
     // graph's capture allocated, which every replay of it overwrites in place. The libraries' small
     // memsets become kernels before instantiation (runtime/graph_memsets; switch graph_memsets).
     std::function<void(void*)> edit;
-    if (optimization_enabled(Optimization::graph_memsets)) edit = [](void* graph) { memset_nodes_to_kernels(graph); };
+    if (optimization_enabled(Optimization::graph_memsets)) {
+      edit = [this](void* graph) {
+        try {
+          memset_nodes_to_kernels(graph);
+        } catch (const std::exception& error) {  // the graph is left correct, with the memsets not yet replaced
+          warn_(std::string("CUDA graph: the memset nodes stay memsets (") + error.what() + ")");
+        }
+      };
+    }
     if (entry.update) {
       entry.graph->capture([&] { entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets); }, edit);
       entry.update->capture([&] { entry.outputs.grad_norm = phases_.update(); }, edit);
