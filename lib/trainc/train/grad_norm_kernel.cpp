@@ -25,7 +25,8 @@ struct NormLists {
 };
 static_assert(sizeof(NormLists) == 8 * (3 * kTensorsPerLaunch + 3), "NormLists must have no padding, as the kernel's");
 
-// After the host's constants (so the two cannot disagree).
+// After the generated kernels' prelude (k_block_reduce) and the host's constants (so the two
+// cannot disagree).
 constexpr const char* kKernels = R"(
 // trainc: the gradients' global norm and clipping's coefficient.
 struct NormLists {
@@ -35,20 +36,6 @@ struct NormLists {
   long long count;
   long long first_partial;
 };
-
-// The block's total of `value`, in thread 0, added in the same order every time.
-static __device__ float block_sum(float value) {
-  __shared__ float warp_sums[32];
-  for (int mask = 16; mask > 0; mask >>= 1) value += __shfl_xor_sync(0xffffffffu, value, mask);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (lane == 0) warp_sums[warp] = value;
-  __syncthreads();
-  value = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0.0f;
-  if (warp == 0) {
-    for (int mask = 16; mask > 0; mask >>= 1) value += __shfl_xor_sync(0xffffffffu, value, mask);
-  }
-  return value;
-}
 
 // Each block: the sum of the squares of one chunk of one gradient.
 extern "C" __global__ void __launch_bounds__(256) trainc_grad_square_sums(const NormLists lists, float* __restrict__ partials) {
@@ -64,7 +51,8 @@ extern "C" __global__ void __launch_bounds__(256) trainc_grad_square_sums(const 
     sum += g.x * g.x + g.y * g.y + g.z * g.z + g.w * g.w;
   }
   for (long long i = groups_end * 4 + threadIdx.x; i < end; i += blockDim.x) sum += grad[i] * grad[i];
-  sum = block_sum(sum);
+  __shared__ float shared[33];
+  sum = k_block_reduce<true>(sum, 0.0f, shared);  // a fixed shuffle tree: the same order every time
   if (threadIdx.x == 0) partials[lists.first_partial + blockIdx.x] = sum;
 }
 
@@ -74,7 +62,8 @@ extern "C" __global__ void __launch_bounds__(1024) trainc_grad_norm_finish(const
     float max_norm, float* __restrict__ norm, float* __restrict__ coefficient) {
   float sum = 0.0f;
   for (long long i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
-  sum = block_sum(sum);
+  __shared__ float shared[33];
+  sum = k_block_reduce<true>(sum, 0.0f, shared);
   if (threadIdx.x == 0) {
     const float total = sqrtf(sum);
     const float scale = max_norm / (total + 1e-6f);

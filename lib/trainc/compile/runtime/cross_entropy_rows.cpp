@@ -302,9 +302,10 @@ int one_pass_shared_bytes(int64_t vocabulary) {
 }
 
 // The kernels that write each row's loss, whose parameters are (logits, row stride, vocabulary,
-// targets, smoothing, losses): the vector one for rows that start 16-byte aligned; for the training
-// kernel, its one-pass form where a row fits in shared memory.
-void launch_writing_losses(Kernel vector, Kernel scalar, const at::Tensor& logits, const at::Tensor& targets, double smoothing, at::Tensor& loss) {
+// targets, smoothing, losses): `shared_bytes` > 0 launches `vector` with that much dynamic shared
+// memory; else the vector one for rows that start 16-byte aligned, the scalar one otherwise.
+void launch_writing_losses(Kernel vector, Kernel scalar, const at::Tensor& logits, const at::Tensor& targets, double smoothing, at::Tensor& loss,
+                           int shared_bytes = 0) {
   if (logits.size(0) == 0) return;
   const at::Tensor contiguous_targets = targets.contiguous();
   void* data = logits.data_ptr();
@@ -314,9 +315,8 @@ void launch_writing_losses(Kernel vector, Kernel scalar, const at::Tensor& logit
   float smoothing_f = static_cast<float>(smoothing);
   void* loss_data = loss.data_ptr();
   void* parameters[] = {&data, &row_stride, &vocabulary, &target_data, &smoothing_f, &loss_data};
-  const int shared_bytes = vector == kBothVector && rows_aligned(logits) ? one_pass_shared_bytes(vocabulary) : 0;
   if (shared_bytes > 0) {
-    kernels().launch(kBothShared, logits.size(0), kBlock, parameters, shared_bytes);
+    kernels().launch(vector, logits.size(0), kBlock, parameters, shared_bytes);
     return;
   }
   kernels().launch(rows_aligned(logits) ? vector : scalar, logits.size(0), kBlock, parameters);
@@ -357,7 +357,8 @@ void cross_entropy_rows_loss_and_dlogits(at::Tensor& logits, const at::Tensor& t
   TRAINC_CHECK(loss.scalar_type() == at::kFloat && loss.is_contiguous() && loss.numel() == logits.size(0),
                std::string("cross-entropy losses: expected contiguous float32 [") + std::to_string(logits.size(0)) + "], got " +
                    c10::toString(loss.scalar_type()) + " " + c10::str(loss.sizes()) + (loss.is_contiguous() ? "" : " (not contiguous)"));
-  launch_writing_losses(kBothVector, kBothScalar, logits, targets, smoothing, loss);
+  const int shared_bytes = cross_entropy_rows_one_pass(logits) ? one_pass_shared_bytes(logits.size(1)) : 0;
+  launch_writing_losses(shared_bytes > 0 ? kBothShared : kBothVector, kBothScalar, logits, targets, smoothing, loss, shared_bytes);
 }
 
 }  // namespace trainc
