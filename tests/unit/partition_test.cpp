@@ -1,11 +1,11 @@
 // What the partition saves between the forward and backward programs, and that the two programs
 // compute the joint graph's loss and gradients.
-#include <cstdlib>
 #include <map>
 
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
+#include "support/scoped_variable.h"
 #include "trainc/compile/autodiff/autodiff.h"
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/partition/partition.h"
@@ -13,31 +13,9 @@
 
 using namespace trainc;
 using namespace trainc::ir;
+using trainc::test::ScopedVariable;
 
 namespace {
-
-// Sets an environment variable for one scope, restoring what was there.
-class ScopedVariable {
- public:
-  ScopedVariable(const char* name, const char* value) : name_(name) {
-    const char* previous = std::getenv(name);
-    if (previous != nullptr) previous_ = previous;
-    had_ = previous != nullptr;
-    setenv(name, value, 1);
-  }
-  ~ScopedVariable() {
-    if (had_) {
-      setenv(name_, previous_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string previous_;
-  bool had_ = false;
-};
 
 // A linear layer under autocast: loss = sum(cast(x W16^T, f32)^2) with W16 = cast(W, bf16).
 //   x: bf16 [6, 4] (its gradient reads W16), W: f32 [3, 4] (a parameter)

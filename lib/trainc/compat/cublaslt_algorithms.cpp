@@ -227,7 +227,8 @@ struct Plan {
 
 struct DeviceState {
   cublasLtHandle_t handle = nullptr;
-  at::Tensor* workspace = nullptr;
+  // Per stream: products on two streams run at once, and a workspace is the scratch of one.
+  std::map<cudaStream_t, at::Tensor*> workspaces;
 };
 
 std::mutex& state_mutex() {
@@ -246,11 +247,22 @@ DeviceState& device_state(int device) {
   if (state.handle == nullptr) {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     check(lt_api().create(&state.handle), "cublasLtCreate");
-    state.workspace = new at::Tensor(at::empty({static_cast<int64_t>(kWorkspaceBytes)},
-                                               at::TensorOptions().dtype(at::kByte).device(at::kCUDA, static_cast<c10::DeviceIndex>(device))));
   }
   return state;
 }
+
+// The workspace of products on `stream`, made on first use (outside a capture: the callers see to it).
+void* workspace_for(int device, cudaStream_t stream) {
+  DeviceState& state = device_state(device);
+  at::Tensor*& workspace = state.workspaces[stream];
+  if (workspace == nullptr) {
+    workspace = new at::Tensor(at::empty({static_cast<int64_t>(kWorkspaceBytes)},
+                                         at::TensorOptions().dtype(at::kByte).device(at::kCUDA, static_cast<c10::DeviceIndex>(device))));
+  }
+  return workspace->data_ptr();
+}
+
+cudaStream_t current_stream(int device) { return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream(); }
 
 const Plan& plan_for(const Problem& problem) {
   static std::map<ProblemKey, Plan>& plans = *new std::map<ProblemKey, Plan>();
@@ -323,9 +335,9 @@ int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tenso
   if (!problem) return 0;
   std::lock_guard<std::mutex> lock(state_mutex());
   try {
-    // Asked outside a CUDA graph's capture (the first run decides): the device's handle and
-    // workspace are made here, not while a capture records.
-    (void)device_state(problem->device);
+    // Asked outside a CUDA graph's capture (the first run decides): the device's handle and the
+    // current stream's workspace are made here, not while a capture records.
+    (void)workspace_for(problem->device, current_stream(problem->device));
     return std::min(limit, static_cast<int>(plan_for(*problem).algorithms.size()));
   } catch (const std::exception&) {
     return 0;  // a descriptor cuBLASLt refused: none runs here
@@ -341,11 +353,15 @@ bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor&
   };
   if (!problem || index < 0 || !fits(out) || (epilogue != LtEpilogue::none && !(aux.defined() && fits(aux)))) return false;
   std::lock_guard<std::mutex> lock(state_mutex());
-  // A product first met while a capture records has no workspace to replay on yet: ATen's.
-  if (device_states().count(problem->device) == 0 && cuda_stream_capturing()) return false;
+  // A product first met while a capture records, or first met on this stream, has no workspace to
+  // replay on yet: ATen's.
+  const cudaStream_t stream = current_stream(problem->device);
+  const auto known = device_states().find(problem->device);
+  if ((known == device_states().end() || known->second.workspaces.count(stream) == 0) && cuda_stream_capturing()) return false;
   const Plan& plan = plan_for(*problem);
   if (index >= static_cast<int>(plan.algorithms.size())) return false;
   const LtApi& api = lt_api();
+  void* const workspace = workspace_for(problem->device, stream);
   const DeviceState& state = device_state(problem->device);
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(problem->device));
   if (problem->bias) {
@@ -357,21 +373,26 @@ bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor&
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_pointer, sizeof(aux_pointer)), "setting the GELU input");
   }
   const float alpha = 1.0f, beta = 0.0f;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(problem->device)).stream();
   check(api.matmul(state.handle, plan.desc, &alpha, b.data_ptr(), plan.lt_a, a.data_ptr(), plan.lt_b, &beta, out.data_ptr(), plan.out,
-                   out.data_ptr(), plan.out, &plan.algorithms[static_cast<std::size_t>(index)], state.workspace->data_ptr(), kWorkspaceBytes,
-                   stream),
+                   out.data_ptr(), plan.out, &plan.algorithms[static_cast<std::size_t>(index)], workspace, kWorkspaceBytes, stream),
         "cublasLtMatmul");
   return true;
 }
 
 std::string cublaslt_version() { return lt_api().loaded ? std::to_string(lt_api().version()) : std::string(); }
 
+void lt_prepare_stream(int device, void* stream) {
+  if (!lt_api().loaded) return;
+  std::lock_guard<std::mutex> lock(state_mutex());
+  (void)workspace_for(device, static_cast<cudaStream_t>(stream));
+}
+
 #else
 
 int lt_algorithm_count(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::ScalarType, int, LtEpilogue) { return 0; }
 bool lt_matmul_out(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int, LtEpilogue, const at::Tensor&) { return false; }
 std::string cublaslt_version() { return {}; }
+void lt_prepare_stream(int, void*) {}
 
 #endif
 

@@ -1,5 +1,5 @@
 // defines: lt_algorithm_count, lt_matmul_out, lt_algorithm_name, lt_algorithm_index, lt_algorithm_list_name,
-//          lt_algorithm_list, cublaslt_version
+//          lt_algorithm_list, lt_prepare_stream, cublaslt_version
 //
 // cuBLASLt's algorithms for one matrix product, called directly, so that max-autotune can measure
 // them and keep the fastest: ATen asks cuBLASLt's heuristic for one algorithm and runs it; the
@@ -42,9 +42,9 @@ int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tenso
 
 // Writes the product into `out` with algorithm `index` of that ranking. False, with nothing run,
 // where the operands are not ones this runs or the ranking is shorter (the caller then runs ATen's).
-// Capturable into a CUDA graph: the workspace is one buffer per device, made by lt_algorithm_count
-// or the first call outside a capture (a product first met inside one is left to ATen). Products
-// on one device share it, so they must run one after another (one stream, as a step's do).
+// Capturable into a CUDA graph: the workspace is one buffer per stream, made by lt_algorithm_count,
+// lt_prepare_stream or the first call on that stream outside a capture (a product first met inside
+// one is left to ATen).
 bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
                    LtEpilogue epilogue = LtEpilogue::none, const at::Tensor& aux = at::Tensor());
 
@@ -56,6 +56,10 @@ std::optional<int> lt_algorithm_index(const std::string& variant);
 // (-1: ATen's call), and back.
 std::string lt_algorithm_list_name(const std::vector<int>& indices);
 std::optional<std::vector<int>> lt_algorithm_list(const std::string& variant);
+
+// Makes the workspace of products on CUDA stream `stream` (a cudaStream_t) of `device` now, so
+// that a capture recording products there runs them here (nothing without cuBLASLt).
+void lt_prepare_stream(int device, void* stream);
 
 // cuBLASLt's version number (130100 for 13.1.0): a ranking's index means something only for it.
 // Empty where it is not loaded.

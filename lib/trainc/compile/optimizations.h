@@ -55,6 +55,8 @@ enum class Optimization {
                         // launches, instead of ATen's ten (train/grad_norm_kernel)
   graph_memsets,        // GPU: a captured step's small memset nodes (cuBLASLt's, cuDNN's) made kernel nodes, after
                         // which the next kernel starts sooner (runtime/graph_memsets)
+  side_stream,          // inductor, GPU: a captured program's ATen steps that only its outputs wait for (a backward's
+                        // weight gradients) recorded on a second stream, overlapping the rest (passes/stream_plan)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -64,7 +64,7 @@ std::string describe_tensors(const std::vector<at::Tensor>& tensors) {
 // own, ATen's mm against cuBLASLt's ranked algorithms, on operands laid out as the op's.
 std::string choose_head_gemms(const ir::Node& node, const std::vector<at::Tensor>& inputs, at::Device device, Autotuner& tuner) {
   std::vector<int> chosen;
-  for (const HeadGemm& gemm : head_gemms(node.op, inputs, ir::to_scalar_type(node.attrs.dtype))) {
+  for (const HeadGemm& gemm : head_gemms(node.op, inputs, ir::to_scalar_type(node.attrs.dtype), ir::head_gradients(node.attrs))) {
     std::vector<TuningCandidate> candidates = {{"aten", [&gemm] {
                                                   at::Tensor out = gemm.out;
                                                   at::mm_out(out, gemm.a, gemm.b);

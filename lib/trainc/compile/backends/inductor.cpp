@@ -12,6 +12,7 @@
 #include "trainc/compile/passes/attention_bias_sums.h"
 #include "trainc/compile/passes/embedding_grad_add.h"
 #include "trainc/compile/passes/fusion.h"
+#include "trainc/compile/passes/head_gradients_apart.h"
 #include "trainc/compile/passes/memory_plan.h"
 #include "trainc/compile/passes/products_to_float.h"
 #include "trainc/compile/passes/rematerialize.h"
@@ -36,9 +37,13 @@ std::string megabytes(int64_t bytes) {
 struct ProgramBuild {
   ir::Graph graph;  // the program after the rewrites, each pointwise node sunk to its first use
   Schedule schedule;
+  StreamPlan streams;
   MemoryPlan plan;
   codegen::RenderedProgram rendered;
 };
+
+// What the ATen calls a second stream runs may read before the main stream waits for them.
+constexpr int64_t kSideStreamBatchBytes = int64_t{256} << 20;
 
 // Counts what `build` generates into `report` (libraries are counted when built).
 void account(const ProgramBuild& build, InductorReport& report) {
@@ -47,6 +52,7 @@ void account(const ProgramBuild& build, InductorReport& report) {
   report.aten_calls += static_cast<int>(build.schedule.steps.size() - build.schedule.kernels.size());
   report.arena_bytes += build.plan.arena_bytes();
   report.planned_bytes += build.plan.planned_bytes;
+  for (int32_t batch : build.streams.batch) report.side_stream_steps += batch >= 0 ? 1 : 0;
 }
 
 LibrarySource library_source(const codegen::RenderedProgram& rendered) {
@@ -68,6 +74,8 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std
     build.graph = ir::products_to_float(build.graph);
   }
   if (optimization_enabled(Optimization::embedding_grad_add)) build.graph = ir::embedding_grad_add(build.graph);
+  // The head's weight gradient a step of its own, which a second stream can run (passes/stream_plan).
+  if (device.is_cuda() && optimization_enabled(Optimization::side_stream)) build.graph = ir::head_gradients_apart(build.graph);
   build.graph = ir::sink_pointwise(build.graph);
   ir::verify(build.graph);
   // On a GPU, sums over leading dimensions (parameter gradients) join the kernels that make what
@@ -84,7 +92,11 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std
     ir::verify(build.graph);
     build.schedule = schedule_kernels(build.graph, copied.copies, column_sums);
   }
-  build.plan = plan_memory(build.graph, build.schedule);
+  // On a GPU, the ATen calls only the outputs wait for (weight gradients) overlap the rest.
+  if (device.is_cuda() && optimization_enabled(Optimization::side_stream)) {
+    build.streams = plan_streams(build.graph, build.schedule, kSideStreamBatchBytes);
+  }
+  build.plan = plan_memory(build.graph, build.schedule, build.streams);
   build.rendered = device.is_cuda() ? codegen::render_cuda_kernels(build.graph, build.schedule, name)
                                     : codegen::render_cpp_kernels(build.graph, build.schedule);
   return build;
@@ -186,6 +198,7 @@ std::string InductorReport::summary() const {
   text << kernels << " kernels computing " << fused_nodes << " nodes, " << aten_calls << " ATen calls; " << libraries_compiled
        << " libraries compiled, " << libraries_cached << " from the kernel cache; arena " << megabytes(arena_bytes) << " for "
        << megabytes(planned_bytes) << " of intermediates";
+  if (side_stream_steps > 0) text << "; " << side_stream_steps << " ATen calls on a second stream in CUDA graphs";
   return text.str();
 }
 
@@ -224,7 +237,7 @@ std::shared_ptr<FusedProgram> build_fused_program(const ir::Graph& program, cons
   LaunchVariants variants;
   if (tuner && device.is_cuda()) variants = std::move(launch_variants({&build}, {""}, settings, report).front());
   return std::make_shared<FusedProgram>(std::move(build.graph), std::move(build.schedule), std::move(build.plan), build.rendered,
-                                        std::move(launcher), device, std::move(tuner), std::move(variants));
+                                        std::move(launcher), device, std::move(tuner), std::move(variants), std::move(build.streams));
 }
 
 std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::vector<int> updated_buffers, std::vector<int> gradient_inputs,
@@ -253,7 +266,7 @@ std::shared_ptr<CompiledStep> compile_inductor_step(StepPrograms programs, std::
     ProgramBuild& build = *builds[p];
     fused[p] = std::make_shared<FusedProgram>(std::move(build.graph), std::move(build.schedule), std::move(build.plan), build.rendered,
                                               std::move(launchers[static_cast<std::size_t>(p)]), device, tuner,
-                                              std::move(variants[static_cast<std::size_t>(p)]));
+                                              std::move(variants[static_cast<std::size_t>(p)]), std::move(build.streams));
   }
   const auto runner = [device](std::shared_ptr<FusedProgram> program) {
     return [program, device](std::vector<at::Tensor> inputs, at::Device on) {

@@ -28,6 +28,7 @@ struct InductorReport {
   int libraries_cached = 0;    // loaded from the kernel cache
   int64_t arena_bytes = 0;     // memory plan: the arenas
   int64_t planned_bytes = 0;   // what the planned values take unshared
+  int side_stream_steps = 0;   // ATen calls a CUDA graph records on a second stream (passes/stream_plan)
   std::string summary() const;
 };
 

@@ -59,6 +59,11 @@ bool linear_cross_entropy_layout(int64_t rows, int64_t vocabulary, int64_t x_byt
   return true;
 }
 
+HeadGradients head_gradients(const Attributes& attrs) {
+  if (attrs.ints.empty()) return HeadGradients::both;
+  return attrs.ints[0] == 0 ? HeadGradients::input : HeadGradients::weight;
+}
+
 bool attention_grad_sums_layout(const std::vector<int64_t>& q_shape, int64_t q_bytes, AttentionGradSumsLayout& layout) {
   if (q_shape.size() != 4) return false;
   const int64_t columns = 3 * q_shape[1] * q_shape[3];

@@ -1,5 +1,5 @@
 // defines: DType, is_half_precision, dtype_bytes, TensorType, ValueId, Attributes, Node, Graph, IrError, LinearCrossEntropyLayout,
-//          linear_cross_entropy_layout, AttentionGradSumsLayout, attention_grad_sums_layout
+//          linear_cross_entropy_layout, HeadGradients, head_gradients, AttentionGradSumsLayout, attention_grad_sums_layout
 //
 // The compile planner's IR: a graph in SSA form where every node produces one tensor value, and
 // every value carries its shape and dtype. Nodes are appended in topological order (inputs
@@ -99,6 +99,12 @@ struct LinearCrossEntropyLayout {
 // The layout for `rows` rows over `vocabulary` words; false when the losses' bytes do not fill whole
 // elements of x's dtype (float64 x, float32 losses, an odd number of rows).
 bool linear_cross_entropy_layout(int64_t rows, int64_t vocabulary, int64_t x_bytes, int64_t loss_bytes, LinearCrossEntropyLayout& layout);
+
+// Which gradients a linear_cross_entropy_grad_from_dlogits node makes, from its attrs.ints: none
+// for both (x's, then the weight's), {0} for x's alone, {1} for the weight's alone
+// (passes/head_gradients_apart: two steps, so that the weight's need not hold up x's).
+enum class HeadGradients { both, input, weight };
+HeadGradients head_gradients(const Attributes& attrs);
 
 // The one buffer attention_grad_and_bias_sums returns, in q's dtype: dq, dk and dv stacked as
 // attention_grad's [3, B, H, T, D] laid out as [B, T, 3, H, D] (a fused q-k-v projection's output

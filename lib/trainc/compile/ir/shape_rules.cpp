@@ -44,7 +44,8 @@
 //   linear_cross_entropy_grad_from_dlogits  (that buffer, x, weight, grad [N]) -> x's dtype
 //                [N * C + P * C]: x's and the weight's gradients from the saved ones, as
 //                linear_cross_entropy_grad lays them out but with the weight's padded to the
-//                layout's P rows (the GEMM writes them there; the rows past V are 0)
+//                layout's P rows (the GEMM writes them there; the rows past V are 0); with
+//                attrs.ints {0} x's gradient alone [N * C], with {1} the weight's alone [P * C]
 //   attention_grad_and_bias_sums  as attention_grad_from_lse -> q's dtype [layout.total]: the
 //                gradients and their column sums over B * T rows (a fused q-k-v projection's bias
 //                gradient), laid out as attention_grad_sums_layout says (graph.h)
@@ -189,7 +190,15 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       (void)extern_type(Op::linear_cross_entropy_grad, {in[1], in[2], {DType::i64, {in[1].shape[0]}}, in[3]}, attrs);
       LinearCrossEntropyLayout layout;
       linear_cross_entropy_layout(in[1].shape[0], in[2].shape[0], dtype_bytes(in[1].dtype), dtype_bytes(attrs.dtype), layout);  // checked above
-      return {in[1].dtype, {in[1].numel() + layout.padded_vocabulary * in[2].shape[1]}};
+      require(attrs.ints.empty() || (attrs.ints.size() == 1 && (attrs.ints[0] == 0 || attrs.ints[0] == 1)),
+              "linear_cross_entropy_grad_from_dlogits's ints name the gradient it makes: none (both), {0} (x's) or {1} (the weight's)");
+      const int64_t x_grad = in[1].numel(), weight_grad = layout.padded_vocabulary * in[2].shape[1];
+      switch (head_gradients(attrs)) {
+        case HeadGradients::input: return {in[1].dtype, {x_grad}};
+        case HeadGradients::weight: return {in[1].dtype, {weight_grad}};
+        case HeadGradients::both: break;
+      }
+      return {in[1].dtype, {x_grad + weight_grad}};
     }
     case Op::linear_cross_entropy_and_dlogits:
     case Op::linear_cross_entropy:

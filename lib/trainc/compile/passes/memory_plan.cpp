@@ -7,7 +7,7 @@ namespace trainc {
 
 int64_t MemoryPlan::arena_bytes() const { return std::accumulate(slot_bytes.begin(), slot_bytes.end(), int64_t{0}); }
 
-MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule) {
+MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule, const StreamPlan& streams) {
   const auto n = static_cast<std::size_t>(graph.size());
   // The value whose memory each value's tensor uses: views share their base's; an ATen cast or
   // detach may return its input itself, and so does a bitcast of a contiguous one; a concat of
@@ -47,10 +47,13 @@ MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule) {
       nodes = kernel.members;
       stored_at[s] = kernel.stores;
     }
+    // A step on the second stream reads its inputs until the main stream waits for its batch.
+    const int32_t batch = streams.batch.empty() ? -1 : streams.batch[s];
+    const int read_until = batch >= 0 ? streams.join_step(batch) : static_cast<int>(s);
     for (ir::ValueId id : nodes) {
       for (ir::ValueId in : graph.node(id).inputs) {
         const ir::ValueId r = root[static_cast<std::size_t>(in)];
-        if (r >= 0) last_read[static_cast<std::size_t>(r)] = std::max(last_read[static_cast<std::size_t>(r)], static_cast<int>(s));
+        if (r >= 0) last_read[static_cast<std::size_t>(r)] = std::max(last_read[static_cast<std::size_t>(r)], read_until);
       }
     }
   }

@@ -5,6 +5,8 @@
 // the program (no allocation, no page faults for intermediates). A value lives from the step that
 // stores it to the last step that reads it or any view or alias of it. Values the program returns
 // (and whatever they alias) escape the run: they get fresh memory.
+// A step on a second stream (`streams`, passes/stream_plan) reads its inputs until the main stream
+// waits for it.
 // Example: a = k0(x); b = k1(a); c = k2(b); return c   puts a and c in one slot, b in another.
 #pragma once
 
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "trainc/compile/passes/fusion.h"
+#include "trainc/compile/passes/stream_plan.h"
 
 namespace trainc {
 
@@ -22,6 +25,6 @@ struct MemoryPlan {
   int64_t arena_bytes() const;
 };
 
-MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule);
+MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule, const StreamPlan& streams = {});
 
 }  // namespace trainc

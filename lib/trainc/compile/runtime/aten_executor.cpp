@@ -364,7 +364,7 @@ at::Tensor run_linear_cross_entropy_and_dlogits(const Inputs& in, const Attribut
   return linear_cross_entropy_and_dlogits(in[0], in[1], in[2], a.scalar, to_scalar_type(a.dtype));
 }
 at::Tensor run_linear_cross_entropy_grad_from_dlogits(const Inputs& in, const Attributes& a, at::Device device) {
-  return linear_cross_entropy_grad_from_dlogits(in[0], in[1], in[2], in[3]);
+  return linear_cross_entropy_grad_from_dlogits(in[0], in[1], in[2], in[3], {}, head_gradients(a));
 }
 
 const std::array<Kernel, kOpCount>& kernels() {
@@ -456,7 +456,7 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
       return linear_cross_entropy_and_dlogits(inputs[0], inputs[1], inputs[2], node.attrs.scalar, to_scalar_type(node.attrs.dtype),
                                               kLinearCrossEntropyChunk, *gemms);
     }
-    return linear_cross_entropy_grad_from_dlogits(inputs[0], inputs[1], inputs[2], inputs[3], *gemms);
+    return linear_cross_entropy_grad_from_dlogits(inputs[0], inputs[1], inputs[2], inputs[3], *gemms, ir::head_gradients(node.attrs));
   }
   if (const std::optional<int> algorithm = lt_algorithm_index(variant)) {
     TRAINC_CHECK(is_matrix_product(node.op), std::string("op ") + op_name(node.op) + " has no variant '" + variant + "'");

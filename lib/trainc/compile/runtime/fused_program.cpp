@@ -19,7 +19,8 @@
 namespace trainc {
 
 FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, const codegen::RenderedProgram& rendered,
-                           KernelLauncher launcher, at::Device device, std::shared_ptr<Autotuner> tuner, LaunchVariants launch_variants)
+                           KernelLauncher launcher, at::Device device, std::shared_ptr<Autotuner> tuner, LaunchVariants launch_variants,
+                           StreamPlan streams)
     : graph_(std::move(graph)),
       schedule_(std::move(schedule)),
       plan_(std::move(plan)),
@@ -29,7 +30,8 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
       library_variants_(schedule_.steps.size()),
       decided_(schedule_.steps.size(), false),
       launch_variants_(std::move(launch_variants)),
-      launch_shape_(rendered.kernels.size(), -1) {
+      launch_shape_(rendered.kernels.size(), -1),
+      streams_(std::move(streams)) {
   for (const codegen::RenderedKernel& kernel : rendered.kernels) {
     arguments_.push_back(kernel.arguments);
     reads_.push_back(kernel.reads);
@@ -88,6 +90,20 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
         step_labels_.push_back(kernel.source.substr(begin + 3, kernel.source.find('\n', begin) - begin - 3) + " [stores " +
                                std::to_string(kernel.arguments.size() - static_cast<std::size_t>(kernel.reads)) + ", " +
                                std::to_string(fresh) + " outside the arena]");
+      }
+    }
+  }
+  // Per-step timings synchronize after each step: nothing would overlap.
+  if (!streams_.empty() && device_.is_cuda() && step_seconds_.empty()) {
+    side_stream_ = std::make_unique<SideStream>(device_);
+    batch_ends_.assign(schedule_.steps.size(), -1);
+    for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
+      if (streams_.batch[s] >= 0) batch_ends_[s] = streams_.batch[s];
+    }
+    for (std::size_t s = 0; s + 1 < schedule_.steps.size(); ++s) {
+      if (batch_ends_[s] >= 0 && std::find(streams_.batch.begin() + static_cast<std::ptrdiff_t>(s) + 1, streams_.batch.end(), batch_ends_[s]) !=
+                                     streams_.batch.end()) {
+        batch_ends_[s] = -1;  // a later step of its batch completes it
       }
     }
   }
@@ -205,25 +221,41 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
   std::vector<bool> computed_early(values.size(), false);  // by parameter_casts_: their steps are skipped
   for (ir::ValueId id : parameter_casts_.run(graph_, values, device_)) computed_early[static_cast<std::size_t>(id)] = true;
 
+  // The side stream's steps read their inputs until the main stream waits for their batch: the
+  // tensors are kept here until then, so that memory freed meanwhile is not reused under them.
+  const bool use_side_stream = side_stream_ && cuda_stream_capturing();
+  std::vector<std::vector<at::Tensor>> side_reads(static_cast<std::size_t>(streams_.batches));
   std::vector<at::Tensor> held;  // contiguous copies made for one kernel call
   std::vector<void*> pointers;
   for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
     const ScheduleStep& step = schedule_.steps[s];
     const bool profiling = !step_seconds_.empty();
     const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (use_side_stream && streams_.wait_before[s] >= 0) {
+      side_stream_->wait_for_mark(streams_.wait_before[s]);
+      for (int32_t b = 0; b <= streams_.wait_before[s]; ++b) side_reads[static_cast<std::size_t>(b)].clear();
+    }
     if (step.kind == ScheduleStep::Kind::aten && computed_early[static_cast<std::size_t>(step.index)]) {
       // A parameter cast, computed before the first step.
     } else if (step.kind == ScheduleStep::Kind::aten) {
       const ir::Node& node = graph_.node(step.index);
       std::vector<at::Tensor> args;
-      for (ir::ValueId in : node.inputs) args.push_back(value(values, in));
+      for (ir::ValueId in : node.inputs) args.push_back(value(values, in));  // on the main stream: a constant is a launch
       // Decided outside a CUDA graph's capture, which cannot wait for a measurement; the warm-up
       // run before a capture decides.
       if (!decided_[s] && !cuda_stream_capturing()) {
         library_variants_[s] = choose_library_variant(node, args, device_, tuner_.get());
         decided_[s] = true;
       }
-      values[static_cast<std::size_t>(step.index)] = ir::execute_node(node, args, device_, library_variants_[s]);
+      at::Tensor& result = values[static_cast<std::size_t>(step.index)];
+      const int32_t batch = use_side_stream ? streams_.batch[s] : -1;
+      if (batch >= 0) {
+        side_stream_->run([&] { result = ir::execute_node(node, args, device_, library_variants_[s]); });
+        std::vector<at::Tensor>& kept = side_reads[static_cast<std::size_t>(batch)];
+        kept.insert(kept.end(), args.begin(), args.end());
+      } else {
+        result = ir::execute_node(node, args, device_, library_variants_[s]);
+      }
     } else {
       const auto k = static_cast<std::size_t>(step.index);
       const std::vector<ir::ValueId>& args = arguments_[k];
@@ -265,6 +297,7 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
         launcher_(static_cast<std::size_t>(finish_launch_[k]), pointers.data(), pointers.size());
       }
     }
+    if (use_side_stream && batch_ends_[s] >= 0) side_stream_->set_mark(batch_ends_[s]);
     if (profiling) {
       // A GPU runs steps asynchronously: a copy to the host waits for this one to finish (not
       // while a CUDA graph records the step: a capture cannot wait, and records no time anyway).
@@ -273,6 +306,7 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
     }
     for (ir::ValueId id : release_[s]) values[static_cast<std::size_t>(id)].reset();
   }
+  if (use_side_stream) side_stream_->join();
   std::vector<at::Tensor> outputs;
   for (ir::ValueId output : graph_.outputs()) outputs.push_back(value(values, output));
   return outputs;

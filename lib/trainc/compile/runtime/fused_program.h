@@ -8,6 +8,11 @@
 // every later one. Views, constants and iota become tensors only when an ATen call or an output
 // needs them: kernels read them in place.
 //
+// While a CUDA graph records the program, the steps its stream plan (passes/stream_plan) puts on a
+// second stream are recorded there (compat/side_stream): the graph runs them beside the others.
+// Outside a capture every step runs on the current stream, so an eager run launches no more than
+// before and a measured library choice is timed alone.
+//
 // With TRAINC_PROFILE_KERNELS=1 in the environment, each step's wall time is summed over runs and
 // the busiest steps are printed to stderr when the program is destroyed (docs/debugging.md).
 #pragma once
@@ -23,7 +28,9 @@
 #include "trainc/compile/codegen/kernel_layout.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
+#include "trainc/compile/passes/stream_plan.h"
 #include "trainc/compile/runtime/parameter_casts.h"
+#include "trainc/compat/side_stream.h"
 
 namespace trainc {
 
@@ -43,7 +50,8 @@ class FusedProgram {
  public:
   // `tuner`: null unless the mode measures candidates (max-autotune); shared by a run's programs.
   FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, const codegen::RenderedProgram& rendered, KernelLauncher launcher,
-               at::Device device, std::shared_ptr<Autotuner> tuner = nullptr, LaunchVariants launch_variants = {});
+               at::Device device, std::shared_ptr<Autotuner> tuner = nullptr, LaunchVariants launch_variants = {},
+               StreamPlan streams = {});
 
   ~FusedProgram();
   FusedProgram(const FusedProgram&) = delete;
@@ -87,6 +95,9 @@ class FusedProgram {
   ParameterCasts parameter_casts_;                   // run before the first step
   std::vector<std::vector<ir::ValueId>> release_;    // per step: values no later step reads
   std::vector<at::Tensor> arena_;                    // per slot, allocated on the first run
+  StreamPlan streams_;
+  std::vector<int32_t> batch_ends_;                  // per step: the batch it completes on the side stream, -1: none
+  std::unique_ptr<SideStream> side_stream_;          // with a stream plan, on a GPU, when not profiling
   std::vector<std::string> step_labels_;             // per step, when profiling
   std::vector<double> step_seconds_;                 // per step, summed over runs, when profiling
 };

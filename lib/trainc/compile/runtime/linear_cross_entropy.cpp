@@ -143,27 +143,32 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
 }
 
 at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad,
-                                                  const HeadGemmAlgorithms& algorithms) {
+                                                  const HeadGemmAlgorithms& algorithms, ir::HeadGradients which) {
   const int64_t rows = x.size(0), width = x.size(1);
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, grad.scalar_type());
   const int64_t padded = layout.padded_vocabulary;
   const at::Tensor dlogits = dlogits_in(packed, layout, rows);
-  at::Tensor result = at::empty({rows * width + padded * width}, x.options());
-  at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});
-  // Each row of D @ weight, rounded to x's dtype by the GEMM, then scaled by its grad and rounded
-  // again; the padding columns of D meet the padding's zero rows.
-  product_into(x_grad, dlogits, padded_to(weight, padded), algorithms, 0);
-  scale_rows_into(x_grad, x_grad, grad);
-  // Each row scaled in float32 and rounded once to x's dtype (no float32 copy of x).
-  at::Tensor scaled_x = at::empty_like(x, at::MemoryFormat::Contiguous);
-  scale_rows_into(scaled_x, x.contiguous(), grad);
-  // Written where it is returned, padding rows and all: D's padding columns are 0, so are they.
-  at::Tensor weight_grad = result.narrow(0, rows * width, padded * width).view({padded, width});
-  product_into(weight_grad, dlogits.t(), scaled_x, algorithms, 1);
+  const bool input = which != ir::HeadGradients::weight, weight_too = which != ir::HeadGradients::input;
+  at::Tensor result = at::empty({(input ? rows * width : 0) + (weight_too ? padded * width : 0)}, x.options());
+  if (input) {
+    // Each row of D @ weight, rounded to x's dtype by the GEMM, then scaled by its grad and rounded
+    // again; the padding columns of D meet the padding's zero rows.
+    at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});
+    product_into(x_grad, dlogits, padded_to(weight, padded), algorithms, 0);
+    scale_rows_into(x_grad, x_grad, grad);
+  }
+  if (weight_too) {
+    // Each row scaled in float32 and rounded once to x's dtype (no float32 copy of x).
+    at::Tensor scaled_x = at::empty_like(x, at::MemoryFormat::Contiguous);
+    scale_rows_into(scaled_x, x.contiguous(), grad);
+    // Written where it is returned, padding rows and all: D's padding columns are 0, so are they.
+    at::Tensor weight_grad = result.narrow(0, input ? rows * width : 0, padded * width).view({padded, width});
+    product_into(weight_grad, dlogits.t(), scaled_x, algorithms, input ? 1 : 0);
+  }
   return result;
 }
 
-std::vector<HeadGemm> head_gemms(ir::Op op, const std::vector<at::Tensor>& inputs, at::ScalarType loss_dtype) {
+std::vector<HeadGemm> head_gemms(ir::Op op, const std::vector<at::Tensor>& inputs, at::ScalarType loss_dtype, ir::HeadGradients which) {
   if (op == ir::Op::linear_cross_entropy_and_dlogits) {
     const at::Tensor& x = inputs[0];
     const ir::LinearCrossEntropyLayout layout = layout_of(x, inputs[1], loss_dtype);
@@ -178,7 +183,10 @@ std::vector<HeadGemm> head_gemms(ir::Op op, const std::vector<at::Tensor>& input
     const at::Tensor dlogits = dlogits_in(inputs[0], layout, rows);
     const at::Tensor padded_weight = at::empty({padded, width}, x.options());
     const at::Tensor scaled_x = at::empty({rows, width}, x.options());
-    return {{at::empty({rows, width}, x.options()), dlogits, padded_weight}, {at::empty({padded, width}, x.options()), dlogits.t(), scaled_x}};
+    std::vector<HeadGemm> gemms;
+    if (which != ir::HeadGradients::weight) gemms.push_back({at::empty({rows, width}, x.options()), dlogits, padded_weight});
+    if (which != ir::HeadGradients::input) gemms.push_back({at::empty({padded, width}, x.options()), dlogits.t(), scaled_x});
+    return gemms;
   }
   return {};
 }

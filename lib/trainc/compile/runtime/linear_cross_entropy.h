@@ -20,14 +20,15 @@
 
 #include <vector>
 
-#include "trainc/compile/ir/op_table.h"
+#include "trainc/compile/ir/graph.h"
 
 namespace trainc {
 
 // The training pair's products on a GPU, each ATen's mm (-1) or one of cuBLASLt's ranked algorithms
 // (compat/cublaslt_algorithms), as max-autotune chose them: the logits for
 // linear_cross_entropy_and_dlogits; x's gradient, then the weight's, for
-// linear_cross_entropy_grad_from_dlogits. Empty: ATen's for all.
+// linear_cross_entropy_grad_from_dlogits (only the one it makes when it makes one). Empty: ATen's
+// for all.
 using HeadGemmAlgorithms = std::vector<int>;
 
 // Float32 logits raised at a time: 512 MB.
@@ -54,9 +55,11 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
 
 // That buffer, x, weight and grad [N] -> as linear_cross_entropy_grad, but with the weight's
 // gradient over the layout's padded vocabulary: [N * C + P * C], the rows past V zero. The GEMM
-// writes it in place, where a copy of the V rows it needs cost GPT-2 77 MB a step.
+// writes it in place, where a copy of the V rows it needs cost GPT-2 77 MB a step. `which`: both
+// gradients, or x's alone [N * C], or the weight's alone [P * C].
 at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad,
-                                                  const HeadGemmAlgorithms& algorithms = {});
+                                                  const HeadGemmAlgorithms& algorithms = {},
+                                                  ir::HeadGradients which = ir::HeadGradients::both);
 
 // One of those products, out = a . b, on operands shaped and laid out as the op's own (their
 // values are not the op's): what max-autotune measures to choose its algorithm.
@@ -66,6 +69,7 @@ struct HeadGemm {
 
 // The products of a linear_cross_entropy_and_dlogits or linear_cross_entropy_grad_from_dlogits node
 // on these inputs, in HeadGemmAlgorithms' order; none for other ops.
-std::vector<HeadGemm> head_gemms(ir::Op op, const std::vector<at::Tensor>& inputs, at::ScalarType loss_dtype);
+std::vector<HeadGemm> head_gemms(ir::Op op, const std::vector<at::Tensor>& inputs, at::ScalarType loss_dtype,
+                                 ir::HeadGradients which = ir::HeadGradients::both);
 
 }  // namespace trainc

@@ -1,0 +1,82 @@
+#include "trainc/compat/side_stream.h"
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "trainc/compat/cublaslt_algorithms.h"
+
+#if TRAINC_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
+namespace trainc {
+
+#if TRAINC_WITH_CUDA
+
+namespace {
+
+// One side stream per device, for the process: a pool stream whose cuBLASLt workspace exists.
+c10::cuda::CUDAStream side_stream_of(c10::DeviceIndex index) {
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, c10::cuda::CUDAStream>& streams = *new std::map<c10::DeviceIndex, c10::cuda::CUDAStream>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = streams.find(index);
+  if (found == streams.end()) {
+    found = streams.emplace(index, c10::cuda::getStreamFromPool(false, index)).first;
+    lt_prepare_stream(index, found->second.stream());
+  }
+  return found->second;
+}
+
+}  // namespace
+
+struct SideStream::Impl {
+  explicit Impl(c10::Device device) : index(device.index() < 0 ? 0 : device.index()), stream(side_stream_of(index)) {}
+
+  c10::DeviceIndex index;
+  c10::cuda::CUDAStream stream;
+  at::cuda::CUDAEvent queued;      // the current stream's work before the side stream's next
+  at::cuda::CUDAEvent finished;    // all of the side stream's work, for join()
+  std::vector<at::cuda::CUDAEvent> marks;
+};
+
+SideStream::SideStream(c10::Device device) : impl_(std::make_unique<Impl>(device)) {}
+SideStream::~SideStream() = default;
+
+void SideStream::run(const std::function<void()>& work) {
+  impl_->queued.record(c10::cuda::getCurrentCUDAStream(impl_->index));
+  impl_->queued.block(impl_->stream);
+  c10::cuda::CUDAStreamGuard on_side(impl_->stream);
+  work();
+}
+
+void SideStream::set_mark(int mark) {
+  if (static_cast<std::size_t>(mark) >= impl_->marks.size()) impl_->marks.resize(static_cast<std::size_t>(mark) + 1);
+  impl_->marks[static_cast<std::size_t>(mark)].record(impl_->stream);
+}
+
+void SideStream::wait_for_mark(int mark) { impl_->marks.at(static_cast<std::size_t>(mark)).block(c10::cuda::getCurrentCUDAStream(impl_->index)); }
+
+void SideStream::join() {
+  impl_->finished.record(impl_->stream);
+  impl_->finished.block(c10::cuda::getCurrentCUDAStream(impl_->index));
+}
+
+#else
+
+struct SideStream::Impl {};
+
+SideStream::SideStream(c10::Device) { throw std::logic_error("a side stream needs a LibTorch built with CUDA"); }
+SideStream::~SideStream() = default;
+void SideStream::run(const std::function<void()>& work) { work(); }
+void SideStream::set_mark(int) {}
+void SideStream::wait_for_mark(int) {}
+void SideStream::join() {}
+
+#endif
+
+}  // namespace trainc

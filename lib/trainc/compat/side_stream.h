@@ -1,0 +1,42 @@
+// defines: SideStream
+//
+// A second stream of one GPU for work that may overlap the current stream's (runtime/fused_program:
+// a backward's weight gradients beside its input gradients), behind a header that builds without
+// CUDA. Every ordering between the two goes through events, which a CUDA graph's capture records as
+// edges: work queued on the side stream starts after everything already queued on the current
+// one, and the current stream waits for the side stream's work up to a mark. The side stream is
+// one per device, shared by every program (they run one after another and each waits for its side
+// work before it returns); cuBLASLt's workspace for it is made with it, so that a capture records
+// trainc's own products there too.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <memory>
+
+namespace trainc {
+
+class SideStream {
+ public:
+  // On a CUDA device; throws in a build without CUDA.
+  explicit SideStream(c10::Device device);
+  ~SideStream();
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+
+  // Queues what `work` launches on the side stream, after everything queued on the current stream.
+  void run(const std::function<void()>& work);
+  // Marks the side stream's work queued so far: mark `mark` (marks are numbered from 0).
+  void set_mark(int mark);
+  // The current stream waits for the side stream's work up to mark `mark`.
+  void wait_for_mark(int mark);
+  // The current stream waits for all of the side stream's work.
+  void join();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainc

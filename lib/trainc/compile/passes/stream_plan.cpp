@@ -1,0 +1,105 @@
+#include "trainc/compile/passes/stream_plan.h"
+
+#include <algorithm>
+#include <set>
+
+namespace trainc {
+namespace {
+
+using ir::ValueId;
+
+// The steps that compute what `value` is made of: its own step, or for a lazy value (a view, a
+// constant) the steps of the values it is made from.
+void computing_steps(const ir::Graph& graph, const Schedule& schedule, const std::vector<int32_t>& step_of, ValueId value,
+                     std::set<int32_t>& steps) {
+  const int32_t step = step_of[static_cast<std::size_t>(value)];
+  if (step >= 0) {
+    steps.insert(step);
+    return;
+  }
+  if (!is_lazy(graph, schedule, value)) return;
+  for (ValueId in : graph.node(value).inputs) computing_steps(graph, schedule, step_of, in, steps);
+}
+
+}  // namespace
+
+int32_t StreamPlan::join_step(int32_t b) const {
+  // Waiting for a batch waits for the ones before it: the stream runs them in order.
+  for (std::size_t s = 0; s < wait_before.size(); ++s) {
+    if (wait_before[s] >= b) return static_cast<int32_t>(s);
+  }
+  return static_cast<int32_t>(wait_before.size());
+}
+
+StreamPlan plan_streams(const ir::Graph& graph, const Schedule& schedule, int64_t batch_bytes) {
+  const std::size_t steps = schedule.steps.size();
+  std::vector<int32_t> step_of(static_cast<std::size_t>(graph.size()), -1);
+  std::vector<std::vector<ValueId>> reads(steps);  // per step: the values it reads from outside itself
+  for (std::size_t s = 0; s < steps; ++s) {
+    const ScheduleStep& step = schedule.steps[s];
+    if (step.kind == ScheduleStep::Kind::aten) {
+      step_of[static_cast<std::size_t>(step.index)] = static_cast<int32_t>(s);
+      reads[s] = graph.node(step.index).inputs;
+      continue;
+    }
+    const FusedKernel& kernel = schedule.kernels[static_cast<std::size_t>(step.index)];
+    for (ValueId member : kernel.members) step_of[static_cast<std::size_t>(member)] = static_cast<int32_t>(s);
+    for (ValueId member : kernel.members) {
+      for (ValueId in : graph.node(member).inputs) {
+        if (schedule.kernel_of[static_cast<std::size_t>(in)] != step.index) reads[s].push_back(in);
+      }
+    }
+  }
+  // Per step: the later steps that read what it computes.
+  std::vector<std::set<int32_t>> readers(steps);
+  for (std::size_t s = 0; s < steps; ++s) {
+    std::set<int32_t> sources;
+    for (ValueId in : reads[s]) computing_steps(graph, schedule, step_of, in, sources);
+    for (int32_t source : sources) {
+      if (source != static_cast<int32_t>(s)) readers[static_cast<std::size_t>(source)].insert(static_cast<int32_t>(s));
+    }
+  }
+
+  // From the last step back: an ATen step goes to the second stream when every step reading it
+  // does (the program's outputs are read after the last join). Random draws stay in order.
+  std::vector<bool> side(steps, false);
+  for (std::size_t s = steps; s-- > 0;) {
+    const ScheduleStep& step = schedule.steps[s];
+    if (step.kind != ScheduleStep::Kind::aten || ir::op_kind(graph.node(step.index).op) == ir::OpKind::kRandom) continue;
+    side[s] = std::all_of(readers[s].begin(), readers[s].end(), [&](int32_t r) { return side[static_cast<std::size_t>(r)]; });
+  }
+
+  StreamPlan plan;
+  plan.batch.assign(steps, -1);
+  plan.wait_before.assign(steps, -1);
+  int64_t bytes = 0;
+  bool open = false;       // the newest batch has steps
+  int32_t closed = -1;     // the newest batch complete
+  int32_t waiting = -1;    // a batch the main stream is to wait for at its next step
+  for (std::size_t s = 0; s < steps; ++s) {
+    if (!side[s]) {
+      if (waiting >= 0) {
+        plan.wait_before[s] = waiting;
+        waiting = -1;
+      }
+      continue;
+    }
+    plan.batch[s] = plan.batches;
+    open = true;
+    for (ValueId in : graph.node(schedule.steps[s].index).inputs) {
+      bytes += graph.type(in).numel() * ir::dtype_bytes(graph.type(in).dtype);
+    }
+    if (bytes >= batch_bytes) {
+      // This batch is complete: the main stream waits for the one before it from its next step on
+      // (not for this one, whose work was just queued).
+      if (closed >= 0) waiting = closed;
+      closed = plan.batches++;
+      bytes = 0;
+      open = false;
+    }
+  }
+  if (open) ++plan.batches;  // waited for at the end
+  return plan;
+}
+
+}  // namespace trainc

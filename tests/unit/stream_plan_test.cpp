@@ -1,0 +1,117 @@
+// Which ATen calls of a program a CUDA graph records on a second stream, when the main stream
+// waits for them, and how long the memory they read stays theirs (passes/stream_plan,
+// passes/memory_plan).
+#include <catch2/catch.hpp>
+
+#include "support/ir_builders.h"
+#include "support/schedule_steps.h"
+#include "trainc/compile/passes/fusion.h"
+#include "trainc/compile/passes/memory_plan.h"
+#include "trainc/compile/passes/stream_plan.h"
+
+using namespace trainc;
+using namespace trainc::ir;
+using trainc::test::f32;
+using trainc::test::steps_of;
+
+namespace {
+
+// A layer's backward in miniature:
+//   g ──exp──> d ──matmul(d, v)──> x ──tanh──> dx      (the input gradient: the next layer waits)
+//   a ──┐     └──matmul(a^T, d)──> w ──neg──> dw      (the weight gradient: only returned)
+//              └──matmul(d, u)──> b                    (returned as it is)
+struct Layer {
+  Graph graph;
+  ValueId d, x, w, b, dx, dw;
+};
+
+Layer layer() {
+  Layer l;
+  Graph& g = l.graph;
+  const ValueId grad = g.add_input("g", f32({16, 16}));
+  const ValueId a = g.add_input("a", f32({16, 16}));
+  const ValueId v = g.add_input("v", f32({16, 16}));
+  const ValueId u = g.add_input("u", f32({16, 16}));
+  l.d = g.add(Op::exp, {grad});
+  l.x = g.add(Op::matmul, {l.d, v});
+  l.w = g.add(Op::matmul, {a, l.d});
+  l.b = g.add(Op::matmul, {l.d, u});
+  l.dx = g.add(Op::tanh, {l.x});
+  l.dw = g.add(Op::neg, {l.w});
+  g.mark_output(l.dx);
+  g.mark_output(l.dw);
+  g.mark_output(l.b);
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("only the ATen calls that the outputs alone wait for go to the second stream", "[unit][fusion]") {
+  const Layer l = layer();
+  const Schedule schedule = schedule_kernels(l.graph);
+  REQUIRE(steps_of(l.graph, schedule) == std::vector<std::string>{"exp", "aten:matmul", "aten:matmul", "aten:matmul", "tanh neg"});
+  const StreamPlan plan = plan_streams(l.graph, schedule, int64_t{1} << 30);
+  // x feeds a kernel (tanh); w feeds one too (neg) even though that kernel only makes an output:
+  // kernels stay on the main stream, so what they read does. b is read by nothing but the end.
+  CHECK(plan.batch == std::vector<int32_t>{-1, -1, -1, 0, -1});
+  CHECK(plan.batches == 1);
+  CHECK(plan.wait_before == std::vector<int32_t>(5, -1));
+  CHECK(plan.join_step(0) == 5);
+}
+
+TEST_CASE("a chain of ATen calls that ends in an output goes to the second stream whole", "[unit][fusion]") {
+  //   d = exp(g); w = matmul(a, d); w2 = matmul(w, a) (returned); x = matmul(d, v); dx = tanh(x)
+  Graph g;
+  const ValueId grad = g.add_input("g", f32({16, 16}));
+  const ValueId a = g.add_input("a", f32({16, 16}));
+  const ValueId v = g.add_input("v", f32({16, 16}));
+  const ValueId d = g.add(Op::exp, {grad});
+  const ValueId w = g.add(Op::matmul, {a, d});
+  const ValueId w2 = g.add(Op::matmul, {w, a});
+  const ValueId x = g.add(Op::matmul, {d, v});
+  g.mark_output(g.add(Op::tanh, {x}));
+  g.mark_output(w2);
+  const Schedule schedule = schedule_kernels(g);
+  REQUIRE(steps_of(g, schedule) == std::vector<std::string>{"exp", "aten:matmul", "aten:matmul", "aten:matmul", "tanh"});
+  const StreamPlan plan = plan_streams(g, schedule, int64_t{1} << 30);
+  CHECK(plan.batch == std::vector<int32_t>{-1, 0, 0, -1, -1});
+}
+
+TEST_CASE("the main stream waits for a batch once the next is complete, and its reads stay in memory until then", "[unit][fusion]") {
+  // Four layers: each returns a product of its input d (the second stream's, its own batch: it
+  // reads more than 1 byte) and passes on tanh(matmul(d, u)) (the main stream's):
+  //   d0 = exp(g); p_i = matmul(d_i, v_i) (returned); d_i+1 = tanh(matmul(d_i, u_i))
+  Graph g;
+  const ValueId grad = g.add_input("g", f32({16, 16}));
+  ValueId d = g.add(Op::exp, {grad});
+  std::vector<ValueId> kernels = {d};
+  for (int i = 0; i < 4; ++i) {
+    const ValueId v = g.add_input("v" + std::to_string(i), f32({16, 16}));
+    const ValueId u = g.add_input("u" + std::to_string(i), f32({16, 16}));
+    g.mark_output(g.add(Op::matmul, {d, v}));
+    d = g.add(Op::tanh, {g.add(Op::matmul, {d, u})});
+    kernels.push_back(d);
+  }
+  g.mark_output(d);
+  const Schedule schedule = schedule_kernels(g);
+  const std::vector<std::string> layer = {"aten:matmul", "aten:matmul", "tanh"};
+  std::vector<std::string> expected = {"exp"};
+  for (int i = 0; i < 4; ++i) expected.insert(expected.end(), layer.begin(), layer.end());
+  REQUIRE(steps_of(g, schedule) == expected);
+  const StreamPlan plan = plan_streams(g, schedule, 1);
+  CHECK(plan.batch == std::vector<int32_t>{-1, 0, -1, -1, 1, -1, -1, 2, -1, -1, 3, -1, -1});
+  CHECK(plan.batches == 4);
+  // Batch 0 is waited for once batch 1 is queued, batch 1 once batch 2 is, ...; the last at the end.
+  CHECK(plan.wait_before == std::vector<int32_t>{-1, -1, -1, -1, -1, 0, -1, -1, 1, -1, -1, 2, -1});
+  CHECK(plan.join_step(0) == 5);
+  CHECK(plan.join_step(3) == 13);
+
+  // Without a second stream, a later kernel may store into the slot of the value a product read;
+  // with one, not before the main stream waited for the product's batch.
+  const MemoryPlan alone = plan_memory(g, schedule);
+  const MemoryPlan beside = plan_memory(g, schedule, plan);
+  const auto slot = [](const MemoryPlan& memory, ValueId id) { return memory.slot_of[static_cast<std::size_t>(id)]; };
+  CHECK(slot(alone, kernels[0]) == slot(alone, kernels[1]));   // d0's last reader runs before d1 is stored
+  CHECK(slot(beside, kernels[0]) != slot(beside, kernels[1]));  // batch 0 reads d0 until step 5
+  CHECK(beside.arena_bytes() > alone.arena_bytes());
+}
