@@ -112,6 +112,6 @@ TEST_CASE("the main stream waits for a batch once the next is complete, and its 
   const MemoryPlan beside = plan_memory(g, schedule, plan);
   const auto slot = [](const MemoryPlan& memory, ValueId id) { return memory.slot_of[static_cast<std::size_t>(id)]; };
   CHECK(slot(alone, kernels[0]) == slot(alone, kernels[1]));   // d0's last reader runs before d1 is stored
-  CHECK(slot(beside, kernels[0]) != slot(beside, kernels[1]));  // batch 0 reads d0 until step 5
+  CHECK(slot(beside, kernels[0]) != slot(beside, kernels[1]));  // batch 0 reads d0 until the wait before step 5
   CHECK(beside.arena_bytes() > alone.arena_bytes());
 }

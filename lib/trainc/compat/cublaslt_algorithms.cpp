@@ -227,8 +227,10 @@ struct Plan {
 
 struct DeviceState {
   cublasLtHandle_t handle = nullptr;
-  // Per stream: products on two streams run at once, and a workspace is the scratch of one.
-  std::map<cudaStream_t, at::Tensor*> workspaces;
+  at::Tensor* workspace = nullptr;  // for products on every stream but the prepared ones, which run one after another
+  // A stream prepared for products that run beside the others' (lt_prepare_stream) has its own:
+  // a workspace is the scratch of one product at a time.
+  std::map<cudaStream_t, at::Tensor*> prepared;
 };
 
 std::mutex& state_mutex() {
@@ -251,15 +253,19 @@ DeviceState& device_state(int device) {
   return state;
 }
 
-// The workspace of products on `stream`, made on first use (outside a capture: the callers see to it).
+at::Tensor* new_workspace(int device) {
+  return new at::Tensor(
+      at::empty({static_cast<int64_t>(kWorkspaceBytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, static_cast<c10::DeviceIndex>(device))));
+}
+
+// The workspace of products on `stream`: its own if it was prepared, else the device's, made on
+// first use (outside a capture: the callers see to it).
 void* workspace_for(int device, cudaStream_t stream) {
   DeviceState& state = device_state(device);
-  at::Tensor*& workspace = state.workspaces[stream];
-  if (workspace == nullptr) {
-    workspace = new at::Tensor(at::empty({static_cast<int64_t>(kWorkspaceBytes)},
-                                         at::TensorOptions().dtype(at::kByte).device(at::kCUDA, static_cast<c10::DeviceIndex>(device))));
-  }
-  return workspace->data_ptr();
+  const auto prepared = state.prepared.find(stream);
+  if (prepared != state.prepared.end()) return prepared->second->data_ptr();
+  if (state.workspace == nullptr) state.workspace = new_workspace(device);
+  return state.workspace->data_ptr();
 }
 
 cudaStream_t current_stream(int device) { return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream(); }
@@ -357,7 +363,10 @@ bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor&
   // replay on yet: ATen's.
   const cudaStream_t stream = current_stream(problem->device);
   const auto known = device_states().find(problem->device);
-  if ((known == device_states().end() || known->second.workspaces.count(stream) == 0) && cuda_stream_capturing()) return false;
+  if ((known == device_states().end() || (known->second.workspace == nullptr && known->second.prepared.count(stream) == 0)) &&
+      cuda_stream_capturing()) {
+    return false;
+  }
   const Plan& plan = plan_for(*problem);
   if (index >= static_cast<int>(plan.algorithms.size())) return false;
   const LtApi& api = lt_api();
@@ -384,7 +393,10 @@ std::string cublaslt_version() { return lt_api().loaded ? std::to_string(lt_api(
 void lt_prepare_stream(int device, void* stream) {
   if (!lt_api().loaded) return;
   std::lock_guard<std::mutex> lock(state_mutex());
-  (void)workspace_for(device, static_cast<cudaStream_t>(stream));
+  DeviceState& state = device_state(device);
+  at::Tensor*& workspace = state.prepared[static_cast<cudaStream_t>(stream)];
+  if (workspace == nullptr) workspace = new_workspace(device);
+  if (state.workspace == nullptr) state.workspace = new_workspace(device);
 }
 
 #else

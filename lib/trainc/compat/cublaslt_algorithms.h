@@ -42,9 +42,10 @@ int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tenso
 
 // Writes the product into `out` with algorithm `index` of that ranking. False, with nothing run,
 // where the operands are not ones this runs or the ranking is shorter (the caller then runs ATen's).
-// Capturable into a CUDA graph: the workspace is one buffer per stream, made by lt_algorithm_count,
-// lt_prepare_stream or the first call on that stream outside a capture (a product first met inside
-// one is left to ATen).
+// Capturable into a CUDA graph: the workspace is one buffer per device, made by lt_algorithm_count
+// or the first call outside a capture (a product first met inside one is left to ATen), shared by
+// the products of every stream but the prepared ones (lt_prepare_stream), which run one after
+// another; a prepared stream has its own.
 bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
                    LtEpilogue epilogue = LtEpilogue::none, const at::Tensor& aux = at::Tensor());
 
@@ -57,8 +58,9 @@ std::optional<int> lt_algorithm_index(const std::string& variant);
 std::string lt_algorithm_list_name(const std::vector<int>& indices);
 std::optional<std::vector<int>> lt_algorithm_list(const std::string& variant);
 
-// Makes the workspace of products on CUDA stream `stream` (a cudaStream_t) of `device` now, so
-// that a capture recording products there runs them here (nothing without cuBLASLt).
+// Gives CUDA stream `stream` (a cudaStream_t) of `device` a workspace of its own, now, for products
+// that run beside other streams' (compat/side_stream), so that a capture recording products there
+// runs them here (nothing without cuBLASLt).
 void lt_prepare_stream(int device, void* stream);
 
 // cuBLASLt's version number (130100 for 13.1.0): a ranking's index means something only for it.

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "trainc/compat/cublaslt_algorithms.h"
+#include "trainc/compat/cuda_graph.h"
 
 #if TRAINC_WITH_CUDA
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -19,15 +21,29 @@ namespace trainc {
 
 namespace {
 
-// One side stream per device, for the process: a pool stream whose cuBLASLt workspace exists.
+// One side stream per device, for the process: a stream of its own (a pool stream may be the one a
+// graph is captured on, which would run the two in series), with the libraries' workspaces made
+// for it before any capture (ATen's cuBLAS and cuBLASLt make theirs at a stream's first product).
 c10::cuda::CUDAStream side_stream_of(c10::DeviceIndex index) {
   static std::mutex mutex;
   static std::map<c10::DeviceIndex, c10::cuda::CUDAStream>& streams = *new std::map<c10::DeviceIndex, c10::cuda::CUDAStream>();
   std::lock_guard<std::mutex> lock(mutex);
   auto found = streams.find(index);
   if (found == streams.end()) {
-    found = streams.emplace(index, c10::cuda::getStreamFromPool(false, index)).first;
-    lt_prepare_stream(index, found->second.stream());
+    c10::cuda::CUDAGuard on_device(index);
+    cudaStream_t raw = nullptr;
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking));  // kept for the process
+    found = streams.emplace(index, c10::cuda::getStreamFromExternal(raw, index)).first;
+    lt_prepare_stream(index, raw);
+    const bool capturing = cuda_stream_capturing();  // programs are built before captures: never so far
+    c10::cuda::CUDAStreamGuard on_side(found->second);
+    for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+      if (capturing) break;
+      const at::Tensor a = at::ones({16, 16}, at::TensorOptions().dtype(dtype).device(at::kCUDA, index));
+      (void)at::mm(a, a);
+      (void)at::addmm(a, a, a);
+    }
+    found->second.synchronize();
   }
   return found->second;
 }
@@ -36,6 +52,14 @@ c10::cuda::CUDAStream side_stream_of(c10::DeviceIndex index) {
 
 struct SideStream::Impl {
   explicit Impl(c10::Device device) : index(device.index() < 0 ? 0 : device.index()), stream(side_stream_of(index)) {}
+
+  // The side stream waits for what is queued on the current stream. Every use starts with it: a
+  // capture records the side stream only from such a wait on, so a mark or a join on a side stream
+  // that ran nothing yet in the capture would refer to work outside it.
+  void follow_current() {
+    queued.record(c10::cuda::getCurrentCUDAStream(index));
+    queued.block(stream);
+  }
 
   c10::DeviceIndex index;
   c10::cuda::CUDAStream stream;
@@ -48,20 +72,21 @@ SideStream::SideStream(c10::Device device) : impl_(std::make_unique<Impl>(device
 SideStream::~SideStream() = default;
 
 void SideStream::run(const std::function<void()>& work) {
-  impl_->queued.record(c10::cuda::getCurrentCUDAStream(impl_->index));
-  impl_->queued.block(impl_->stream);
+  impl_->follow_current();
   c10::cuda::CUDAStreamGuard on_side(impl_->stream);
   work();
 }
 
 void SideStream::set_mark(int mark) {
   if (static_cast<std::size_t>(mark) >= impl_->marks.size()) impl_->marks.resize(static_cast<std::size_t>(mark) + 1);
+  impl_->follow_current();
   impl_->marks[static_cast<std::size_t>(mark)].record(impl_->stream);
 }
 
 void SideStream::wait_for_mark(int mark) { impl_->marks.at(static_cast<std::size_t>(mark)).block(c10::cuda::getCurrentCUDAStream(impl_->index)); }
 
 void SideStream::join() {
+  impl_->follow_current();
   impl_->finished.record(impl_->stream);
   impl_->finished.block(c10::cuda::getCurrentCUDAStream(impl_->index));
 }

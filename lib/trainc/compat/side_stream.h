@@ -5,9 +5,9 @@
 // CUDA. Every ordering between the two goes through events, which a CUDA graph's capture records as
 // edges: work queued on the side stream starts after everything already queued on the current
 // one, and the current stream waits for the side stream's work up to a mark. The side stream is
-// one per device, shared by every program (they run one after another and each waits for its side
-// work before it returns); cuBLASLt's workspace for it is made with it, so that a capture records
-// trainc's own products there too.
+// one per device, created for it and shared by every program (they run one after another and each
+// waits for its side work before it returns); the libraries' workspaces for it are made with it,
+// outside any capture.
 #pragma once
 
 #include <c10/core/Device.h>

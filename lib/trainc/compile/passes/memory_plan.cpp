@@ -47,9 +47,10 @@ MemoryPlan plan_memory(const ir::Graph& graph, const Schedule& schedule, const S
       nodes = kernel.members;
       stored_at[s] = kernel.stores;
     }
-    // A step on the second stream reads its inputs until the main stream waits for its batch.
+    // A step on the second stream reads its inputs until the main stream waits for its batch, which
+    // it does before the join step's own work: that step may store into what they read.
     const int32_t batch = streams.batch.empty() ? -1 : streams.batch[s];
-    const int read_until = batch >= 0 ? streams.join_step(batch) : static_cast<int>(s);
+    const int read_until = batch >= 0 ? streams.join_step(batch) - 1 : static_cast<int>(s);
     for (ir::ValueId id : nodes) {
       for (ir::ValueId in : graph.node(id).inputs) {
         const ir::ValueId r = root[static_cast<std::size_t>(in)];

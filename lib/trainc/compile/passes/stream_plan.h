@@ -4,13 +4,14 @@
 // those whose results only the program's outputs and other such steps read (a backward's weight
 // gradients: their GEMMs and column sums, which no later step of the backward waits for). Their
 // work then overlaps the chain of steps each layer's input gradient waits on, which on a small
-// model leaves most of the GPU idle (runtime/fused_program runs them there when a CUDA graph
+// model leaves much of the GPU idle (runtime/fused_program runs them there when a CUDA graph
 // records the program). The second stream's steps are cut into batches: the main stream waits for
 // a batch once the next one is complete (and for all of them at the program's end), after which
-// the values the batch read may be released; a batch closes once its steps have read
-// `batch_bytes`, which bounds the memory kept for them.
-// Example: d = k(g); w = matmul(a, d); b = column_sums(d); x = matmul(d, v); return w, b, x
-// puts w and b on the second stream (one batch) and x on the main one.
+// the values the batch read may be released; a batch closes once its steps' inputs come to
+// `batch_bytes` (counted per read, views at their full size), which keeps what is held for them
+// to about two batches' worth.
+// Example: d = exp(g); x = matmul(d, v); w = matmul(a, d); dx = tanh(x); return dx, w
+// puts w on the second stream (one batch) and x on the main one (a kernel reads it).
 #pragma once
 
 #include <cstdint>

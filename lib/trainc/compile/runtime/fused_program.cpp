@@ -93,12 +93,15 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
       }
     }
   }
-  // Per-step timings synchronize after each step: nothing would overlap.
-  if (!streams_.empty() && device_.is_cuda() && step_seconds_.empty()) {
+  // Per-step timings (TRAINC_PROFILE_KERNELS) are taken outside captures, where nothing overlaps anyway.
+  if (!streams_.empty() && device_.is_cuda()) {
     side_stream_ = std::make_unique<SideStream>(device_);
     batch_ends_.assign(schedule_.steps.size(), -1);
+    computed_on_side_.assign(static_cast<std::size_t>(graph_.size()), false);
     for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
-      if (streams_.batch[s] >= 0) batch_ends_[s] = streams_.batch[s];
+      if (streams_.batch[s] < 0) continue;
+      batch_ends_[s] = streams_.batch[s];
+      computed_on_side_[static_cast<std::size_t>(schedule_.steps[s].index)] = true;  // an ATen step's value
     }
     for (std::size_t s = 0; s + 1 < schedule_.steps.size(); ++s) {
       if (batch_ends_[s] >= 0 && std::find(streams_.batch.begin() + static_cast<std::ptrdiff_t>(s) + 1, streams_.batch.end(), batch_ends_[s]) !=
@@ -239,8 +242,16 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
       // A parameter cast, computed before the first step.
     } else if (step.kind == ScheduleStep::Kind::aten) {
       const ir::Node& node = graph_.node(step.index);
+      const int32_t batch = use_side_stream ? streams_.batch[s] : -1;
       std::vector<at::Tensor> args;
-      for (ir::ValueId in : node.inputs) args.push_back(value(values, in));  // on the main stream: a constant is a launch
+      for (ir::ValueId in : node.inputs) {
+        args.push_back(value(values, in));  // on the main stream: a constant is a launch
+        // A view made here of what the side stream computes must not copy it (on this stream, before it is done).
+        const ir::ValueId base = schedule_.accesses[static_cast<std::size_t>(in)].base;
+        if (batch >= 0 && base >= 0 && base != in && computed_on_side_[static_cast<std::size_t>(base)]) {
+          TRAINC_CHECK(args.back().is_alias_of(values[static_cast<std::size_t>(base)]), "a view the second stream reads is a copy");
+        }
+      }
       // Decided outside a CUDA graph's capture, which cannot wait for a measurement; the warm-up
       // run before a capture decides.
       if (!decided_[s] && !cuda_stream_capturing()) {
@@ -248,7 +259,6 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
         decided_[s] = true;
       }
       at::Tensor& result = values[static_cast<std::size_t>(step.index)];
-      const int32_t batch = use_side_stream ? streams_.batch[s] : -1;
       if (batch >= 0) {
         side_stream_->run([&] { result = ir::execute_node(node, args, device_, library_variants_[s]); });
         std::vector<at::Tensor>& kept = side_reads[static_cast<std::size_t>(batch)];

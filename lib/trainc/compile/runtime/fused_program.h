@@ -10,8 +10,9 @@
 //
 // While a CUDA graph records the program, the steps its stream plan (passes/stream_plan) puts on a
 // second stream are recorded there (compat/side_stream): the graph runs them beside the others.
-// Outside a capture every step runs on the current stream, so an eager run launches no more than
-// before and a measured library choice is timed alone.
+// Outside a capture every step runs on the current stream, so an eager run launches what it did
+// without the plan (its arena is as large: the plan's lifetimes hold there too) and a measured
+// library choice is timed alone.
 //
 // With TRAINC_PROFILE_KERNELS=1 in the environment, each step's wall time is summed over runs and
 // the busiest steps are printed to stderr when the program is destroyed (docs/debugging.md).
@@ -97,7 +98,8 @@ class FusedProgram {
   std::vector<at::Tensor> arena_;                    // per slot, allocated on the first run
   StreamPlan streams_;
   std::vector<int32_t> batch_ends_;                  // per step: the batch it completes on the side stream, -1: none
-  std::unique_ptr<SideStream> side_stream_;          // with a stream plan, on a GPU, when not profiling
+  std::vector<bool> computed_on_side_;               // per value
+  std::unique_ptr<SideStream> side_stream_;          // with a stream plan, on a GPU
   std::vector<std::string> step_labels_;             // per step, when profiling
   std::vector<double> step_seconds_;                 // per step, summed over runs, when profiling
 };
