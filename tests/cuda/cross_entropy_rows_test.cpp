@@ -129,7 +129,7 @@ TEST_CASE("linear_cross_entropy_and_dlogits on the GPU gives the recomputing hea
   const at::Tensor grad = torch::randn({rows}, cuda) * (targets != -100);
   const at::Tensor packed = linear_cross_entropy_and_dlogits(x, w, targets, 0.1, torch::kFloat);
   ir::LinearCrossEntropyLayout layout;
-  REQUIRE(ir::linear_cross_entropy_layout(rows, vocabulary, 2, 4, layout));
+  REQUIRE(ir::linear_cross_entropy_layout(rows, width, vocabulary, 2, 4, layout));
   const at::Tensor valid = targets != -100;
   const at::Tensor losses = packed.narrow(0, 0, layout.loss_elements).view(torch::kFloat);
   CHECK(relative_error(losses.masked_select(valid), linear_cross_entropy(x, w, targets, 0.1, torch::kFloat).masked_select(valid)) <= 1e-5);

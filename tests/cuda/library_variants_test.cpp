@@ -324,7 +324,7 @@ TEST_CASE("the head's products on each of cuBLASLt's algorithms give the head's 
   forward.attrs.dtype = ir::DType::f32;
   backward.op = ir::Op::linear_cross_entropy_grad_from_dlogits;
   ir::LinearCrossEntropyLayout layout;
-  REQUIRE(ir::linear_cross_entropy_layout(rows, vocabulary, 2, 4, layout));
+  REQUIRE(ir::linear_cross_entropy_layout(rows, width, vocabulary, 2, 4, layout));
   const auto losses = [&](const at::Tensor& packed) { return packed.narrow(0, 0, layout.loss_elements).view(torch::kFloat); };
   const std::vector<at::Tensor> forward_inputs = {x, weight, targets};
   const at::Tensor expected_packed = ir::execute_node(forward, forward_inputs, torch::kCUDA);

@@ -52,13 +52,14 @@ at::Tensor causal_attention_grads(const at::Tensor& q, const at::Tensor& k, cons
 at::Tensor packed_head(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets, double smoothing) {
   const int64_t rows = x.size(0), vocabulary = w.size(0);
   LinearCrossEntropyLayout layout;
-  REQUIRE(linear_cross_entropy_layout(rows, vocabulary, 8, 8, layout));
+  REQUIRE(linear_cross_entropy_layout(rows, x.size(1), vocabulary, 8, 8, layout));
   const at::Tensor logits = at::mm(x, w.t());
   at::Tensor packed = torch::zeros({layout.total}, x.options());
   packed.narrow(0, 0, rows).copy_(at::cross_entropy_loss(logits, targets, {}, at::Reduction::None, -100, smoothing));
   const at::Tensor dlogits = at::softmax(logits, 1) - smoothing / static_cast<double>(vocabulary) -
                              (1.0 - smoothing) * at::one_hot(targets, vocabulary).to(x.scalar_type());
   packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary).view({rows, layout.padded_vocabulary}).narrow(1, 0, vocabulary).copy_(dlogits);
+  packed.narrow(0, layout.weight_offset, vocabulary * x.size(1)).copy_(w.flatten());  // then zero rows to the padded vocabulary
   return packed;
 }
 
@@ -339,7 +340,7 @@ TEST_CASE("linear_cross_entropy_and_dlogits gives linear_cross_entropy's losses 
 
         const at::Tensor packed = trainc::linear_cross_entropy_and_dlogits(x, w, targets, smoothing, torch::kFloat, chunk);
         LinearCrossEntropyLayout layout;
-        REQUIRE(linear_cross_entropy_layout(rows, vocabulary, x.element_size(), 4, layout));
+        REQUIRE(linear_cross_entropy_layout(rows, x.size(1), vocabulary, x.element_size(), 4, layout));
         REQUIRE(packed.numel() == layout.total);
         REQUIRE(packed.scalar_type() == dtype);
         const at::Tensor losses = packed.narrow(0, 0, layout.loss_elements).view(torch::kFloat);

@@ -149,15 +149,16 @@ std::vector<ShapeCase> shape_cases() {
       {Op::bitcast, {bf16({8})}, f32_loss, f32({4}), ""},
       {Op::bitcast, {bf16({7})}, f32_loss, {}, "not a whole number of f32"},
       {Op::bitcast, {bf16({2, 4})}, f32_loss, {}, "takes a flat tensor"},
-      // 6 float32 losses in 12 bf16 elements, the gradient from element 32 (64 bytes), rows of 64.
-      {Op::linear_cross_entropy_and_dlogits, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}}, f32_loss, bf16({32 + 6 * 64}), ""},
+      // 6 float32 losses in 12 bf16 elements, the gradient from element 32 (64 bytes), rows of 64, then
+      // the weight padded to 64 rows.
+      {Op::linear_cross_entropy_and_dlogits, {bf16({6, 5}), bf16({7, 5}), {DType::i64, {6}}}, f32_loss, bf16({32 + 6 * 64 + 64 * 5}), ""},
       {Op::linear_cross_entropy_and_dlogits, {{DType::f64, {5, 5}}, {DType::f64, {7, 5}}, {DType::i64, {5}}}, f32_loss, {},
        "do not fill whole elements of f64"},
       // x's gradient, then the weight's over the 64 padded rows.
-      {Op::linear_cross_entropy_grad_from_dlogits, {bf16({32 + 6 * 64}), bf16({6, 5}), bf16({7, 5}), f32({6})}, f32_loss,
+      {Op::linear_cross_entropy_grad_from_dlogits, {bf16({32 + 6 * 64 + 64 * 5}), bf16({6, 5}), bf16({7, 5}), f32({6})}, f32_loss,
        bf16({6 * 5 + 64 * 5}), ""},
       {Op::linear_cross_entropy_grad_from_dlogits, {bf16({6 * 64}), bf16({6, 5}), bf16({7, 5}), f32({6})}, f32_loss, {},
-       "takes linear_cross_entropy_and_dlogits's bf16[416]"},
+       "takes linear_cross_entropy_and_dlogits's bf16[736]"},
   };
   for (Op op : {Op::neg, Op::exp, Op::log, Op::tanh, Op::erf, Op::sqrt, Op::rsqrt, Op::reciprocal, Op::relu, Op::sigmoid}) {
     cases.push_back({op, {f32({3, 7})}, {}, f32({3, 7}), ""});

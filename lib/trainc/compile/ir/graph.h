@@ -88,17 +88,21 @@ TensorType infer_type(Op op, const std::vector<TensorType>& inputs, const Attrib
 // The one buffer linear_cross_entropy_and_dlogits returns, in x's dtype (an IR value has one dtype):
 // the rows' losses, as the bytes of the loss dtype (read back through a bitcast), then from a 64-byte
 // boundary each row's gradient of its loss over its logits, rows of the vocabulary rounded up to a
-// multiple of 64 (aligned GEMM operands; the padding columns hold 0).
+// multiple of 64 (aligned GEMM operands; the padding columns hold 0), then from a 64-byte boundary
+// the weight [P, C] the logits were computed with: its V rows, then zero rows up to the padded
+// vocabulary P (the backward's x gradient reads it, where it would otherwise pad the weight again).
 struct LinearCrossEntropyLayout {
   int64_t loss_elements = 0;      // x-dtype elements holding the losses' bytes
   int64_t dlogits_offset = 0;     // where the gradient rows start, in elements
   int64_t padded_vocabulary = 0;  // the gradient's row length
+  int64_t weight_offset = 0;      // where the padded weight starts, in elements
   int64_t total = 0;              // elements in all
 };
 
-// The layout for `rows` rows over `vocabulary` words; false when the losses' bytes do not fill whole
-// elements of x's dtype (float64 x, float32 losses, an odd number of rows).
-bool linear_cross_entropy_layout(int64_t rows, int64_t vocabulary, int64_t x_bytes, int64_t loss_bytes, LinearCrossEntropyLayout& layout);
+// The layout for `rows` rows of `width` features over `vocabulary` words; false when the losses'
+// bytes do not fill whole elements of x's dtype (float64 x, float32 losses, an odd number of rows).
+bool linear_cross_entropy_layout(int64_t rows, int64_t width, int64_t vocabulary, int64_t x_bytes, int64_t loss_bytes,
+                                 LinearCrossEntropyLayout& layout);
 
 // Which gradients a linear_cross_entropy_grad_from_dlogits node makes, from its attrs.ints: none
 // for both (x's, then the weight's), {0} for x's alone, {1} for the weight's alone

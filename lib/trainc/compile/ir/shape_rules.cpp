@@ -189,7 +189,8 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       require(in[3] == loss, "linear_cross_entropy_grad_from_dlogits's grad must be the loss's type " + loss.str() + ", got " + in[3].str());
       (void)extern_type(Op::linear_cross_entropy_grad, {in[1], in[2], {DType::i64, {in[1].shape[0]}}, in[3]}, attrs);
       LinearCrossEntropyLayout layout;
-      linear_cross_entropy_layout(in[1].shape[0], in[2].shape[0], dtype_bytes(in[1].dtype), dtype_bytes(attrs.dtype), layout);  // checked above
+      linear_cross_entropy_layout(in[1].shape[0], in[1].shape[1], in[2].shape[0], dtype_bytes(in[1].dtype), dtype_bytes(attrs.dtype),
+                                  layout);  // checked above
       require(attrs.ints.empty() || (attrs.ints.size() == 1 && (attrs.ints[0] == 0 || attrs.ints[0] == 1)),
               "linear_cross_entropy_grad_from_dlogits's ints name the gradient it makes: none (both), {0} (x's) or {1} (the weight's)");
       const int64_t x_grad = in[1].numel(), weight_grad = layout.padded_vocabulary * in[2].shape[1];
@@ -212,7 +213,7 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       if (op == Op::linear_cross_entropy) return {attrs.dtype, {x.shape[0]}};
       if (op == Op::linear_cross_entropy_and_dlogits) {
         LinearCrossEntropyLayout layout;
-        require(linear_cross_entropy_layout(x.shape[0], weight.shape[0], dtype_bytes(x.dtype), dtype_bytes(attrs.dtype), layout),
+        require(linear_cross_entropy_layout(x.shape[0], x.shape[1], weight.shape[0], dtype_bytes(x.dtype), dtype_bytes(attrs.dtype), layout),
                 "linear_cross_entropy_and_dlogits: " + std::to_string(x.shape[0]) + " losses of " + dtype_name(attrs.dtype) +
                     " do not fill whole elements of " + dtype_name(x.dtype));
         return {x.dtype, {layout.total}};

@@ -11,8 +11,8 @@ namespace {
 std::optional<LinearCrossEntropyLayout> layout_of(const Graph& graph, const Node& head) {
   const TensorType& x = graph.type(head.inputs[0]);
   LinearCrossEntropyLayout layout;
-  if (!linear_cross_entropy_layout(x.shape[0], graph.type(head.inputs[1]).shape[0], dtype_bytes(x.dtype), dtype_bytes(head.attrs.dtype),
-                                   layout)) {
+  if (!linear_cross_entropy_layout(x.shape[0], x.shape[1], graph.type(head.inputs[1]).shape[0], dtype_bytes(x.dtype),
+                                   dtype_bytes(head.attrs.dtype), layout)) {
     return std::nullopt;
   }
   return layout;

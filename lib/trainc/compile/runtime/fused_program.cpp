@@ -42,6 +42,11 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     workspace_floats_.push_back(kernel.workspace_floats);
   }
   finish_launch_ = rendered.finish_launches();
+  int64_t workspace_floats = 0;
+  for (int64_t floats : workspace_floats_) {
+    workspace_offset_.push_back(workspace_floats);
+    workspace_floats += (floats + 15) / 16 * 16;  // 64-byte aligned parts
+  }
   if (optimization_enabled(Optimization::grouped_casts)) {
     std::vector<ir::ValueId> aten_values;
     for (const ScheduleStep& step : schedule_.steps) {
@@ -94,7 +99,32 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     }
   }
   // Per-step timings (TRAINC_PROFILE_KERNELS) are taken outside captures, where nothing overlaps anyway.
-  if (!streams_.empty() && device_.is_cuda()) {
+  finish_on_side_.assign(rendered.kernels.size(), false);
+  if (!streams_.batch.empty() && device_.is_cuda()) {
+    // A finish may run beside later steps when no step reads what it writes (the outputs are read
+    // after the program's last wait) and that is not in the arena.
+    std::vector<bool> read(n, false);
+    for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
+      const ScheduleStep& step = schedule_.steps[s];
+      std::vector<ir::ValueId> inputs;
+      if (step.kind == ScheduleStep::Kind::aten) {
+        inputs = graph_.node(step.index).inputs;
+      } else {
+        const auto& args = arguments_[static_cast<std::size_t>(step.index)];
+        inputs.assign(args.begin(), args.begin() + reads_[static_cast<std::size_t>(step.index)]);
+      }
+      for (ir::ValueId in : inputs) {
+        read[static_cast<std::size_t>(in)] = true;
+        for (ir::ValueId r : reads_through[static_cast<std::size_t>(in)]) read[static_cast<std::size_t>(r)] = true;
+      }
+    }
+    for (std::size_t k = 0; k < finish_outputs_.size(); ++k) {
+      finish_on_side_[k] = finish_launch_[k] >= 0 && std::none_of(finish_outputs_[k].begin(), finish_outputs_[k].end(), [&](ir::ValueId id) {
+                             return read[static_cast<std::size_t>(id)] || plan_.slot_of[static_cast<std::size_t>(id)] >= 0;
+                           });
+    }
+  }
+  if (!streams_.batch.empty() && device_.is_cuda()) {
     side_stream_ = std::make_unique<SideStream>(device_);
     batch_ends_.assign(schedule_.steps.size(), -1);
     computed_on_side_.assign(static_cast<std::size_t>(graph_.size()), false);
@@ -217,7 +247,7 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
   TRAINC_CHECK(next_input == inputs.size(), "more tensors than program inputs");
   if (arena_.empty()) {
     for (int64_t bytes : plan_.slot_bytes) arena_.push_back(at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device_)));
-    const int64_t floats = workspace_floats_.empty() ? 0 : *std::max_element(workspace_floats_.begin(), workspace_floats_.end());
+    const int64_t floats = workspace_floats_.empty() ? 0 : workspace_offset_.back() + workspace_floats_.back();
     if (floats > 0) workspace_ = at::empty({floats}, at::TensorOptions().dtype(at::kFloat).device(device_));
   }
 
@@ -290,7 +320,8 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
         }
         pointers.push_back(held.back().data_ptr());
       }
-      if (workspace_floats_[k] > 0) pointers.push_back(workspace_.data_ptr());  // the kernel's last argument
+      float* const workspace = workspace_floats_[k] > 0 ? workspace_.data_ptr<float>() + workspace_offset_[k] : nullptr;
+      if (workspace != nullptr) pointers.push_back(workspace);  // the kernel's last argument
       if (!decided_[s] && !cuda_stream_capturing()) {
         launch_shape_[k] = choose_launch_shape(k, pointers);
         decided_[s] = true;
@@ -299,12 +330,17 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
       (shape < 0 ? launcher_ : launch_variants_.launchers[static_cast<std::size_t>(shape)])(k, pointers.data(), pointers.size());
       if (finish_launch_[k] >= 0) {
         // The column sums: the blocks' partial sums added up into each column member.
-        pointers.assign(1, workspace_.data_ptr());
+        pointers.assign(1, workspace);
         for (ir::ValueId id : finish_outputs_[k]) {
           values[static_cast<std::size_t>(id)] = planned(id);
           pointers.push_back(values[static_cast<std::size_t>(id)].data_ptr());
         }
-        launcher_(static_cast<std::size_t>(finish_launch_[k]), pointers.data(), pointers.size());
+        const auto finish = [&] { launcher_(static_cast<std::size_t>(finish_launch_[k]), pointers.data(), pointers.size()); };
+        if (use_side_stream && finish_on_side_[k]) {
+          side_stream_->run(finish);
+        } else {
+          finish();
+        }
       }
     }
     if (use_side_stream && batch_ends_[s] >= 0) side_stream_->set_mark(batch_ends_[s]);

@@ -9,7 +9,8 @@
 // needs them: kernels read them in place.
 //
 // While a CUDA graph records the program, the steps its stream plan (passes/stream_plan) puts on a
-// second stream are recorded there (compat/side_stream): the graph runs them beside the others.
+// second stream are recorded there (compat/side_stream), and so are the column-sum finishes of
+// kernels whose sums only the outputs are: the graph runs them beside the others.
 // Outside a capture every step runs on the current stream, so an eager run launches what it did
 // without the plan (its arena is as large: the plan's lifetimes hold there too) and a measured
 // library choice is timed alone.
@@ -86,12 +87,15 @@ class FusedProgram {
   std::vector<int> reads_;                           // per kernel
   std::vector<std::vector<bool>> aligned_;           // per kernel, per argument: needs a 16-byte aligned pointer
   // Kernels with column sums (codegen::RenderedKernel::finish_outputs): per kernel, the values its
-  // finish writes, the finish's launch index (-1: none) and the floats of partial sums it needs.
-  // One workspace serves them all (each kernel and its finish run before the next kernel, on one
-  // stream), allocated on the first run, as the arena is.
+  // finish writes, the finish's launch index (-1: none), the floats of partial sums it needs and
+  // where they start in the workspace, allocated on the first run, as the arena is. Each kernel has
+  // its own part: a finish whose values only the program's outputs are (a backward's layer-norm
+  // weight gradients) runs on the side stream while later kernels go on.
   std::vector<std::vector<ir::ValueId>> finish_outputs_;
   std::vector<int> finish_launch_;
   std::vector<int64_t> workspace_floats_;
+  std::vector<int64_t> workspace_offset_;
+  std::vector<bool> finish_on_side_;                 // per kernel
   at::Tensor workspace_;
   ParameterCasts parameter_casts_;                   // run before the first step
   std::vector<std::vector<ir::ValueId>> release_;    // per step: values no later step reads
@@ -99,7 +103,7 @@ class FusedProgram {
   StreamPlan streams_;
   std::vector<int32_t> batch_ends_;                  // per step: the batch it completes on the side stream, -1: none
   std::vector<bool> computed_on_side_;               // per value
-  std::unique_ptr<SideStream> side_stream_;          // with a stream plan, on a GPU
+  std::unique_ptr<SideStream> side_stream_;          // with a stream plan (side_stream on), on a GPU
   std::vector<std::string> step_labels_;             // per step, when profiling
   std::vector<double> step_seconds_;                 // per step, summed over runs, when profiling
 };

@@ -33,7 +33,7 @@ at::Tensor padded_weight(const at::Tensor& weight) {
 
 ir::LinearCrossEntropyLayout layout_of(const at::Tensor& x, const at::Tensor& weight, at::ScalarType loss_dtype) {
   ir::LinearCrossEntropyLayout layout;
-  TRAINC_CHECK(ir::linear_cross_entropy_layout(x.size(0), weight.size(0), static_cast<int64_t>(x.element_size()),
+  TRAINC_CHECK(ir::linear_cross_entropy_layout(x.size(0), x.size(1), weight.size(0), static_cast<int64_t>(x.element_size()),
                                                static_cast<int64_t>(c10::elementSize(loss_dtype)), layout),
                "linear_cross_entropy_and_dlogits: " + std::to_string(x.size(0)) + " losses of " + c10::toString(loss_dtype) +
                    " do not fill whole elements of " + c10::toString(x.scalar_type()));
@@ -50,6 +50,11 @@ void product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& 
 // The rows' logit gradients inside the training pair's buffer: [rows, padded vocabulary].
 at::Tensor dlogits_in(const at::Tensor& packed, const ir::LinearCrossEntropyLayout& layout, int64_t rows) {
   return packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary).view({rows, layout.padded_vocabulary});
+}
+
+// The padded weight inside the training pair's buffer: [padded vocabulary, width].
+at::Tensor padded_weight_in(const at::Tensor& packed, const ir::LinearCrossEntropyLayout& layout, int64_t width) {
+  return packed.narrow(0, layout.weight_offset, layout.padded_vocabulary * width).view({layout.padded_vocabulary, width});
 }
 
 int64_t chunk_rows(int64_t vocabulary, int64_t chunk_elements) { return std::max<int64_t>(1, chunk_elements / std::max<int64_t>(vocabulary, 1)); }
@@ -120,10 +125,16 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
   const int64_t rows = x.size(0), vocabulary = weight.size(0);
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, loss_dtype);
   at::Tensor packed = at::empty({layout.total}, x.options());
-  packed.narrow(0, layout.loss_elements, layout.dlogits_offset - layout.loss_elements).zero_();  // no byte left unset
+  // No byte left unset: the gaps before the gradient rows and before the weight.
+  packed.narrow(0, layout.loss_elements, layout.dlogits_offset - layout.loss_elements).zero_();
+  const int64_t dlogits_end = layout.dlogits_offset + rows * layout.padded_vocabulary;
+  if (layout.weight_offset > dlogits_end) packed.narrow(0, dlogits_end, layout.weight_offset - dlogits_end).zero_();
   at::Tensor loss = packed.narrow(0, 0, layout.loss_elements).view(loss_dtype);
   at::Tensor logits = dlogits_in(packed, layout, rows);
-  product_into(logits, x, padded_to(weight, layout.padded_vocabulary).t(), algorithms, 0);  // the padding columns are x . 0 = 0
+  at::Tensor padded = padded_weight_in(packed, layout, x.size(1));
+  padded.narrow(0, vocabulary, layout.padded_vocabulary - vocabulary).zero_();
+  padded.narrow(0, 0, vocabulary).copy_(weight);
+  product_into(logits, x, padded.t(), algorithms, 0);  // the padding columns are x . 0 = 0
   at::Tensor valid_logits = logits.narrow(1, 0, vocabulary);
   if (cross_entropy_rows_supported(valid_logits, loss_dtype)) {
     cross_entropy_rows_loss_and_dlogits(valid_logits, targets, smoothing, loss);
@@ -152,9 +163,9 @@ at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, cons
   at::Tensor result = at::empty({(input ? rows * width : 0) + (weight_too ? padded * width : 0)}, x.options());
   if (input) {
     // Each row of D @ weight, rounded to x's dtype by the GEMM, then scaled by its grad and rounded
-    // again; the padding columns of D meet the padding's zero rows.
+    // again; the padding columns of D meet the padding's zero rows (the forward's padded weight).
     at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});
-    product_into(x_grad, dlogits, padded_to(weight, padded), algorithms, 0);
+    product_into(x_grad, dlogits, padded_weight_in(packed, layout, width), algorithms, 0);
     scale_rows_into(x_grad, x_grad, grad);
   }
   if (weight_too) {
