@@ -127,6 +127,24 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
   if (!streams_.batch.empty() && device_.is_cuda()) {
     side_stream_ = std::make_unique<SideStream>(device_);
     batch_ends_.assign(schedule_.steps.size(), -1);
+    // The large parameter casts (a tied embedding's table) run beside the steps before their first reader.
+    const std::vector<ir::ValueId> large_casts = parameter_casts_.large_casts(graph_);
+    large_casts_on_side_ = !large_casts.empty();
+    for (std::size_t s = 0; s < schedule_.steps.size() && large_casts_on_side_ && first_large_cast_reader_ < 0; ++s) {
+      const ScheduleStep& step = schedule_.steps[s];
+      std::vector<ir::ValueId> inputs;
+      if (step.kind == ScheduleStep::Kind::aten) {
+        inputs = graph_.node(step.index).inputs;
+      } else {
+        const auto& args = arguments_[static_cast<std::size_t>(step.index)];
+        inputs.assign(args.begin(), args.begin() + reads_[static_cast<std::size_t>(step.index)]);
+      }
+      for (ir::ValueId in : inputs) {
+        for (ir::ValueId cast : large_casts) {
+          if (in == cast || reads_through[static_cast<std::size_t>(in)].count(cast) > 0) first_large_cast_reader_ = static_cast<int>(s);
+        }
+      }
+    }
     computed_on_side_.assign(static_cast<std::size_t>(graph_.size()), false);
     for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
       if (streams_.batch[s] < 0) continue;
@@ -251,12 +269,16 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
     if (floats > 0) workspace_ = at::empty({floats}, at::TensorOptions().dtype(at::kFloat).device(device_));
   }
 
-  std::vector<bool> computed_early(values.size(), false);  // by parameter_casts_: their steps are skipped
-  for (ir::ValueId id : parameter_casts_.run(graph_, values, device_)) computed_early[static_cast<std::size_t>(id)] = true;
-
   // The side stream's steps read their inputs until the main stream waits for their batch: the
   // tensors are kept here until then, so that memory freed meanwhile is not reused under them.
   const bool use_side_stream = side_stream_ && cuda_stream_capturing();
+  const int casts_mark = streams_.batches;  // the marks after the batches'
+  SideStream* const casts_side = use_side_stream && large_casts_on_side_ ? side_stream_.get() : nullptr;
+  std::vector<bool> computed_early(values.size(), false);  // by parameter_casts_: their steps are skipped
+  for (ir::ValueId id : parameter_casts_.run(graph_, values, device_, casts_side, casts_mark)) {
+    computed_early[static_cast<std::size_t>(id)] = true;
+  }
+
   std::vector<std::vector<at::Tensor>> side_reads(static_cast<std::size_t>(streams_.batches));
   std::vector<at::Tensor> held;  // contiguous copies made for one kernel call
   std::vector<void*> pointers;
@@ -264,6 +286,7 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
     const ScheduleStep& step = schedule_.steps[s];
     const bool profiling = !step_seconds_.empty();
     const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (casts_side != nullptr && static_cast<int>(s) == first_large_cast_reader_) casts_side->wait_for_mark(casts_mark);
     if (use_side_stream && streams_.wait_before[s] >= 0) {
       side_stream_->wait_for_mark(streams_.wait_before[s]);
       for (int32_t b = 0; b <= streams_.wait_before[s]; ++b) side_reads[static_cast<std::size_t>(b)].clear();

@@ -103,6 +103,8 @@ class FusedProgram {
   StreamPlan streams_;
   std::vector<int32_t> batch_ends_;                  // per step: the batch it completes on the side stream, -1: none
   std::vector<bool> computed_on_side_;               // per value
+  bool large_casts_on_side_ = false;                 // parameter_casts_'s large ones go on the side stream
+  int first_large_cast_reader_ = -1;                 // the first step that reads one, -1: none
   std::unique_ptr<SideStream> side_stream_;          // with a stream plan (side_stream on), on a GPU
   std::vector<std::string> step_labels_;             // per step, when profiling
   std::vector<double> step_seconds_;                 // per step, summed over runs, when profiling

@@ -10,13 +10,16 @@
 // Only casts that cost no memory by starting early are taken: those the program returns (kept to
 // its end anyway: the forward saves its weight casts for the backward) and small ones (a bias).
 // A cast of a saved activation in the backward stays at its step. So do casts whose input is not
-// contiguous at run time.
+// contiguous at run time. Given a side stream (a CUDA graph's capture), the large ones (a tied
+// embedding's table, which only the head reads, at the forward's end) run there, beside the steps
+// before their first reader.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <vector>
 
+#include "trainc/compat/side_stream.h"
 #include "trainc/compile/ir/graph.h"
 
 namespace trainc {
@@ -28,9 +31,13 @@ class ParameterCasts {
   ParameterCasts(const ir::Graph& graph, const std::vector<ir::ValueId>& aten_values);
 
   // Computes the casts whose inputs allow it into values[cast] (`values` holds the program's
-  // inputs) and returns those it computed.
-  std::vector<ir::ValueId> run(const ir::Graph& graph, std::vector<at::Tensor>& values, at::Device device) const;
+  // inputs) and returns those it computed. With `side`, the large ones go on it, followed by its
+  // mark `side_mark`, which the caller waits for before a step reads them.
+  std::vector<ir::ValueId> run(const ir::Graph& graph, std::vector<at::Tensor>& values, at::Device device, SideStream* side = nullptr,
+                               int side_mark = 0) const;
   std::size_t size() const { return casts_.size(); }
+  // The casts that go on a side stream when there is one.
+  std::vector<ir::ValueId> large_casts(const ir::Graph& graph) const;
 
  private:
   struct Cast {
