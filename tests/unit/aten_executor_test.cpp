@@ -325,42 +325,54 @@ TEST_CASE("linear_cross_entropy in chunks of rows equals it in one", "[unit][ir]
 // The dlogits variant against the recomputing one, on the CPU: float32 (tolerance 1e-5 relative
 // to the largest element, for sums in another order) and bf16 x (2e-2: the gradient rounded to
 // bf16 before the GEMM instead of after, and the product rounded twice), over a vocabulary of 70
-// (padded to 128), in one chunk and in chunks of 3 rows, some targets ignored with a grad of 0.
+// (padded to 128; the buffer keeps the padded weight) and of 128 (no padding, no weight kept), in one
+// chunk and in chunks of 3 rows, some targets ignored with a grad of 0.
 TEST_CASE("linear_cross_entropy_and_dlogits gives linear_cross_entropy's losses and gradients", "[unit][ir][aten]") {
-  const int64_t rows = 10, width = 6, vocabulary = 70;
-  for (const auto& [dtype, tolerance] : std::vector<std::pair<at::ScalarType, double>>{{torch::kFloat, 1e-5}, {torch::kBFloat16, 2e-2}}) {
-    for (const double smoothing : {0.0, 0.1}) {
-      for (const int64_t chunk : {int64_t{1} << 20, 3 * vocabulary}) {
-        INFO(c10::toString(dtype) << ", label smoothing " << smoothing << ", chunks of " << chunk << " logits");
-        const auto options = torch::TensorOptions().dtype(dtype);
-        const at::Tensor x = torch::randn({rows, width}).to(dtype), w = torch::randn({vocabulary, width}).to(dtype);
-        at::Tensor targets = torch::randint(0, vocabulary, {rows});
-        targets.index_put_({torch::tensor({2, 7})}, -100);
-        const at::Tensor grad = torch::randn({rows}) * (targets != -100);
+  const int64_t rows = 10, width = 6;
+  const std::vector<std::pair<at::ScalarType, double>> dtypes = {{torch::kFloat, 1e-5}, {torch::kBFloat16, 2e-2}};
+  for (const int64_t vocabulary : {int64_t{70}, int64_t{128}}) {
+    for (const auto& [dtype, tolerance] : dtypes) {
+      for (const double smoothing : {0.0, 0.1}) {
+        for (const int64_t chunk : {int64_t{1} << 20, 3 * vocabulary}) {
+          INFO(c10::toString(dtype) << ", vocabulary " << vocabulary << ", label smoothing " << smoothing << ", chunks of " << chunk << " logits");
+          const auto options = torch::TensorOptions().dtype(dtype);
+          const at::Tensor x = torch::randn({rows, width}).to(dtype), w = torch::randn({vocabulary, width}).to(dtype);
+          at::Tensor targets = torch::randint(0, vocabulary, {rows});
+          targets.index_put_({torch::tensor({2, 7})}, -100);
+          const at::Tensor grad = torch::randn({rows}) * (targets != -100);
 
-        const at::Tensor packed = trainc::linear_cross_entropy_and_dlogits(x, w, targets, smoothing, torch::kFloat, chunk);
-        LinearCrossEntropyLayout layout;
-        REQUIRE(linear_cross_entropy_layout(rows, x.size(1), vocabulary, x.element_size(), 4, layout));
-        REQUIRE(packed.numel() == layout.total);
-        REQUIRE(packed.scalar_type() == dtype);
-        const at::Tensor losses = packed.narrow(0, 0, layout.loss_elements).view(torch::kFloat);
-        const at::Tensor expected_losses = trainc::linear_cross_entropy(x, w, targets, smoothing, torch::kFloat, chunk);
-        const at::Tensor valid = targets != -100;
-        CHECK(trainc::test::relative_error(losses.masked_select(valid), expected_losses.masked_select(valid)) <= 1e-6);
-        const at::Tensor padding = packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary)
-                                       .view({rows, layout.padded_vocabulary})
-                                       .narrow(1, vocabulary, layout.padded_vocabulary - vocabulary);
-        CHECK(torch::equal(padding, torch::zeros_like(padding)));
+          const at::Tensor packed = trainc::linear_cross_entropy_and_dlogits(x, w, targets, smoothing, torch::kFloat, chunk);
+          LinearCrossEntropyLayout layout;
+          REQUIRE(linear_cross_entropy_layout(rows, x.size(1), vocabulary, x.element_size(), 4, layout));
+          REQUIRE(packed.numel() == layout.total);
+          REQUIRE(packed.scalar_type() == dtype);
+          const at::Tensor losses = packed.narrow(0, 0, layout.loss_elements).view(torch::kFloat);
+          const at::Tensor expected_losses = trainc::linear_cross_entropy(x, w, targets, smoothing, torch::kFloat, chunk);
+          const at::Tensor valid = targets != -100;
+          CHECK(trainc::test::relative_error(losses.masked_select(valid), expected_losses.masked_select(valid)) <= 1e-6);
+          const at::Tensor padding = packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary)
+                                         .view({rows, layout.padded_vocabulary})
+                                         .narrow(1, vocabulary, layout.padded_vocabulary - vocabulary);
+          CHECK(torch::equal(padding, torch::zeros_like(padding)));
+          // The weight padded with zero rows, for the backward, or nothing when there is no padding.
+          CHECK(layout.keeps_weight() == (vocabulary != layout.padded_vocabulary));
+          if (layout.keeps_weight()) {
+            const at::Tensor kept = packed.narrow(0, layout.weight_offset, layout.padded_vocabulary * width).view({layout.padded_vocabulary, width});
+            CHECK(torch::equal(kept.narrow(0, 0, vocabulary), w));
+            const at::Tensor appended = kept.narrow(0, vocabulary, layout.padded_vocabulary - vocabulary);
+            CHECK(torch::equal(appended, torch::zeros_like(appended)));
+          }
 
-        const at::Tensor got = trainc::linear_cross_entropy_grad_from_dlogits(packed, x, w, grad);
-        const at::Tensor expected = trainc::linear_cross_entropy_grad(x, w, targets, grad, smoothing, chunk);
-        REQUIRE(got.numel() == rows * width + layout.padded_vocabulary * width);
-        CHECK(got.scalar_type() == dtype);
-        const at::Tensor padding_rows = got.narrow(0, rows * width + vocabulary * width, (layout.padded_vocabulary - vocabulary) * width);
-        CHECK(torch::equal(padding_rows, torch::zeros_like(padding_rows)));
-        CHECK(trainc::test::relative_error(got.narrow(0, 0, rows * width), expected.narrow(0, 0, rows * width)) <= tolerance);
-        CHECK(trainc::test::relative_error(got.narrow(0, rows * width, vocabulary * width), expected.narrow(0, rows * width, vocabulary * width)) <=
-              tolerance);
+          const at::Tensor got = trainc::linear_cross_entropy_grad_from_dlogits(packed, x, w, grad);
+          const at::Tensor expected = trainc::linear_cross_entropy_grad(x, w, targets, grad, smoothing, chunk);
+          REQUIRE(got.numel() == rows * width + layout.padded_vocabulary * width);
+          CHECK(got.scalar_type() == dtype);
+          const at::Tensor padding_rows = got.narrow(0, rows * width + vocabulary * width, (layout.padded_vocabulary - vocabulary) * width);
+          CHECK(torch::equal(padding_rows, torch::zeros_like(padding_rows)));
+          CHECK(trainc::test::relative_error(got.narrow(0, 0, rows * width), expected.narrow(0, 0, rows * width)) <= tolerance);
+          CHECK(trainc::test::relative_error(got.narrow(0, rows * width, vocabulary * width), expected.narrow(0, rows * width, vocabulary * width)) <=
+                tolerance);
+        }
       }
     }
   }

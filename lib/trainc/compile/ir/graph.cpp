@@ -57,7 +57,7 @@ bool linear_cross_entropy_layout(int64_t rows, int64_t width, int64_t vocabulary
   layout.dlogits_offset = aligned_offset(layout.loss_elements, x_bytes);
   layout.padded_vocabulary = round_up(vocabulary, 64);  // rows of a multiple of 64 elements
   layout.weight_offset = aligned_offset(layout.dlogits_offset + rows * layout.padded_vocabulary, x_bytes);
-  layout.total = layout.weight_offset + layout.padded_vocabulary * width;
+  layout.total = layout.weight_offset + (vocabulary == layout.padded_vocabulary ? 0 : layout.padded_vocabulary * width);
   return true;
 }
 

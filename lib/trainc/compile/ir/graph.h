@@ -90,13 +90,15 @@ TensorType infer_type(Op op, const std::vector<TensorType>& inputs, const Attrib
 // boundary each row's gradient of its loss over its logits, rows of the vocabulary rounded up to a
 // multiple of 64 (aligned GEMM operands; the padding columns hold 0), then from a 64-byte boundary
 // the weight [P, C] the logits were computed with: its V rows, then zero rows up to the padded
-// vocabulary P (the backward's x gradient reads it, where it would otherwise pad the weight again).
+// vocabulary P (the backward's x gradient reads it, where it would otherwise pad the weight again);
+// nothing when V is P already (the weight itself serves).
 struct LinearCrossEntropyLayout {
   int64_t loss_elements = 0;      // x-dtype elements holding the losses' bytes
   int64_t dlogits_offset = 0;     // where the gradient rows start, in elements
   int64_t padded_vocabulary = 0;  // the gradient's row length
   int64_t weight_offset = 0;      // where the padded weight starts, in elements
   int64_t total = 0;              // elements in all
+  bool keeps_weight() const { return total > weight_offset; }
 };
 
 // The layout for `rows` rows of `width` features over `vocabulary` words; false when the losses'

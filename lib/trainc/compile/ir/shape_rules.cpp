@@ -39,8 +39,10 @@
 //   bitcast      x [n] -> attrs.dtype [n * bytes(x) / bytes(attrs.dtype)]: the same bytes read as
 //                another dtype (a view)
 //   linear_cross_entropy_and_dlogits  (x, weight, targets) as linear_cross_entropy -> x's dtype
-//                [layout.total]: the losses and each row's unscaled gradient over its logits, laid
-//                out as linear_cross_entropy_layout says (graph.h)
+//                [layout.total]: the losses, each row's unscaled gradient over its logits and the
+//                weight padded to the layout's P rows, laid out as linear_cross_entropy_layout says
+//                (graph.h); linear_cross_entropy_grad_from_dlogits reads the padded weight from it,
+//                and its `weight` input only when no rows were appended (else only its shape)
 //   linear_cross_entropy_grad_from_dlogits  (that buffer, x, weight, grad [N]) -> x's dtype
 //                [N * C + P * C]: x's and the weight's gradients from the saved ones, as
 //                linear_cross_entropy_grad lays them out but with the weight's padded to the

@@ -5,8 +5,9 @@
 // keeps it for the backward instead of the logits (runtime/linear_cross_entropy). The backward then
 // runs two GEMMs where it ran three: it no longer computes the logits again. What lives between the
 // forward and the head's backward is the size of the logits the backward made before (rows times
-// the vocabulary, in x's dtype), and the forward's cross-entropy pass becomes the backward's (the
-// same two passes over the row), so the step loses one pass over the logits as well.
+// the vocabulary, in x's dtype) and the weight padded for the GEMMs (a vocabulary's worth of rows),
+// and the forward's cross-entropy pass becomes the backward's (the same two passes over the row),
+// so the step loses one pass over the logits as well.
 // A head differentiates to linear_cross_entropy_grad(x, weight, targets, grad); with the pass,
 //   linear_cross_entropy(x, weight, targets)                 becomes
 //     packed = linear_cross_entropy_and_dlogits(x, weight, targets)

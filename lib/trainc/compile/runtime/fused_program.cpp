@@ -17,6 +17,14 @@
 #include "trainc/compile/runtime/kernel_cache.h"
 
 namespace trainc {
+namespace {
+
+// The most workspace the column-sum finishes on the side stream may take, a part each (1024 blocks'
+// partial sums of each column): the small GPT's nine take 27 MB; GPT-2's would take about 0.3 GB,
+// and keep theirs in line, sharing one part.
+constexpr int64_t kSideFinishWorkspaceBytes = int64_t{64} << 20;
+
+}  // namespace
 
 FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, const codegen::RenderedProgram& rendered,
                            KernelLauncher launcher, at::Device device, std::shared_ptr<Autotuner> tuner, LaunchVariants launch_variants,
@@ -42,11 +50,6 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     workspace_floats_.push_back(kernel.workspace_floats);
   }
   finish_launch_ = rendered.finish_launches();
-  int64_t workspace_floats = 0;
-  for (int64_t floats : workspace_floats_) {
-    workspace_offset_.push_back(workspace_floats);
-    workspace_floats += (floats + 15) / 16 * 16;  // 64-byte aligned parts
-  }
   if (optimization_enabled(Optimization::grouped_casts)) {
     std::vector<ir::ValueId> aten_values;
     for (const ScheduleStep& step : schedule_.steps) {
@@ -98,7 +101,6 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
       }
     }
   }
-  // Per-step timings (TRAINC_PROFILE_KERNELS) are taken outside captures, where nothing overlaps anyway.
   finish_on_side_.assign(rendered.kernels.size(), false);
   if (!streams_.batch.empty() && device_.is_cuda()) {
     // A finish may run beside later steps when no step reads what it writes (the outputs are read
@@ -118,12 +120,31 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
         for (ir::ValueId r : reads_through[static_cast<std::size_t>(in)]) read[static_cast<std::size_t>(r)] = true;
       }
     }
+    int64_t side_floats = 0;
     for (std::size_t k = 0; k < finish_outputs_.size(); ++k) {
       finish_on_side_[k] = finish_launch_[k] >= 0 && std::none_of(finish_outputs_[k].begin(), finish_outputs_[k].end(), [&](ir::ValueId id) {
                              return read[static_cast<std::size_t>(id)] || plan_.slot_of[static_cast<std::size_t>(id)] >= 0;
                            });
+      side_floats += finish_on_side_[k] ? workspace_floats_[k] : 0;
     }
+    // Each such finish needs a part of the workspace to itself: past this, they stay in line.
+    if (side_floats * static_cast<int64_t>(sizeof(float)) > kSideFinishWorkspaceBytes) finish_on_side_.assign(finish_on_side_.size(), false);
   }
+  // The kernels whose finish runs in line share the workspace's first part, sized for the largest;
+  // each finish on the side stream has a part of its own after it.
+  int64_t shared_floats = 0;
+  for (std::size_t k = 0; k < workspace_floats_.size(); ++k) {
+    if (!finish_on_side_[k]) shared_floats = std::max(shared_floats, workspace_floats_[k]);
+  }
+  int64_t workspace_floats = (shared_floats + 15) / 16 * 16;  // 64-byte aligned parts
+  workspace_offset_.assign(workspace_floats_.size(), 0);
+  for (std::size_t k = 0; k < workspace_floats_.size(); ++k) {
+    if (!finish_on_side_[k]) continue;
+    workspace_offset_[k] = workspace_floats;
+    workspace_floats += (workspace_floats_[k] + 15) / 16 * 16;
+  }
+  workspace_total_floats_ = workspace_floats;
+  // Per-step timings (TRAINC_PROFILE_KERNELS) are taken outside captures, where nothing overlaps anyway.
   if (!streams_.batch.empty() && device_.is_cuda()) {
     side_stream_ = std::make_unique<SideStream>(device_);
     batch_ends_.assign(schedule_.steps.size(), -1);
@@ -265,8 +286,7 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
   TRAINC_CHECK(next_input == inputs.size(), "more tensors than program inputs");
   if (arena_.empty()) {
     for (int64_t bytes : plan_.slot_bytes) arena_.push_back(at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device_)));
-    const int64_t floats = workspace_floats_.empty() ? 0 : workspace_offset_.back() + workspace_floats_.back();
-    if (floats > 0) workspace_ = at::empty({floats}, at::TensorOptions().dtype(at::kFloat).device(device_));
+    if (workspace_total_floats_ > 0) workspace_ = at::empty({workspace_total_floats_}, at::TensorOptions().dtype(at::kFloat).device(device_));
   }
 
   // The side stream's steps read their inputs until the main stream waits for their batch: the
@@ -275,7 +295,8 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
   const int casts_mark = streams_.batches;  // the marks after the batches'
   SideStream* const casts_side = use_side_stream && large_casts_on_side_ ? side_stream_.get() : nullptr;
   std::vector<bool> computed_early(values.size(), false);  // by parameter_casts_: their steps are skipped
-  for (ir::ValueId id : parameter_casts_.run(graph_, values, device_, casts_side, casts_mark)) {
+  std::vector<at::Tensor> cast_sources;                    // what the side stream's casts read, kept until their wait
+  for (ir::ValueId id : parameter_casts_.run(graph_, values, device_, casts_side, casts_mark, &cast_sources)) {
     computed_early[static_cast<std::size_t>(id)] = true;
   }
 
@@ -286,7 +307,10 @@ std::vector<at::Tensor> FusedProgram::run(std::vector<at::Tensor> inputs) {
     const ScheduleStep& step = schedule_.steps[s];
     const bool profiling = !step_seconds_.empty();
     const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (casts_side != nullptr && static_cast<int>(s) == first_large_cast_reader_) casts_side->wait_for_mark(casts_mark);
+    if (casts_side != nullptr && static_cast<int>(s) == first_large_cast_reader_) {
+      casts_side->wait_for_mark(casts_mark);
+      cast_sources.clear();
+    }
     if (use_side_stream && streams_.wait_before[s] >= 0) {
       side_stream_->wait_for_mark(streams_.wait_before[s]);
       for (int32_t b = 0; b <= streams_.wait_before[s]; ++b) side_reads[static_cast<std::size_t>(b)].clear();

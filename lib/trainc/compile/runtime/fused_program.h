@@ -88,14 +88,16 @@ class FusedProgram {
   std::vector<std::vector<bool>> aligned_;           // per kernel, per argument: needs a 16-byte aligned pointer
   // Kernels with column sums (codegen::RenderedKernel::finish_outputs): per kernel, the values its
   // finish writes, the finish's launch index (-1: none), the floats of partial sums it needs and
-  // where they start in the workspace, allocated on the first run, as the arena is. Each kernel has
-  // its own part: a finish whose values only the program's outputs are (a backward's layer-norm
-  // weight gradients) runs on the side stream while later kernels go on.
+  // where they start in the workspace, allocated on the first run, as the arena is. A finish whose
+  // values only the program's outputs are (a backward's layer-norm weight gradients) runs on the
+  // side stream while later kernels go on, and has a part of the workspace to itself; the others
+  // run in line and share one part (each kernel and its finish run before the next kernel).
   std::vector<std::vector<ir::ValueId>> finish_outputs_;
   std::vector<int> finish_launch_;
   std::vector<int64_t> workspace_floats_;
   std::vector<int64_t> workspace_offset_;
   std::vector<bool> finish_on_side_;                 // per kernel
+  int64_t workspace_total_floats_ = 0;
   at::Tensor workspace_;
   ParameterCasts parameter_casts_;                   // run before the first step
   std::vector<std::vector<ir::ValueId>> release_;    // per step: values no later step reads

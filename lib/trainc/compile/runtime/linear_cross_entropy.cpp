@@ -52,9 +52,11 @@ at::Tensor dlogits_in(const at::Tensor& packed, const ir::LinearCrossEntropyLayo
   return packed.narrow(0, layout.dlogits_offset, rows * layout.padded_vocabulary).view({rows, layout.padded_vocabulary});
 }
 
-// The padded weight inside the training pair's buffer: [padded vocabulary, width].
-at::Tensor padded_weight_in(const at::Tensor& packed, const ir::LinearCrossEntropyLayout& layout, int64_t width) {
-  return packed.narrow(0, layout.weight_offset, layout.padded_vocabulary * width).view({layout.padded_vocabulary, width});
+// The padded weight inside the training pair's buffer, [padded vocabulary, width]; the weight
+// itself when no rows were appended.
+at::Tensor padded_weight_in(const at::Tensor& packed, const ir::LinearCrossEntropyLayout& layout, const at::Tensor& weight) {
+  if (!layout.keeps_weight()) return weight.contiguous();
+  return packed.narrow(0, layout.weight_offset, layout.padded_vocabulary * weight.size(1)).view({layout.padded_vocabulary, weight.size(1)});
 }
 
 int64_t chunk_rows(int64_t vocabulary, int64_t chunk_elements) { return std::max<int64_t>(1, chunk_elements / std::max<int64_t>(vocabulary, 1)); }
@@ -131,9 +133,11 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
   if (layout.weight_offset > dlogits_end) packed.narrow(0, dlogits_end, layout.weight_offset - dlogits_end).zero_();
   at::Tensor loss = packed.narrow(0, 0, layout.loss_elements).view(loss_dtype);
   at::Tensor logits = dlogits_in(packed, layout, rows);
-  at::Tensor padded = padded_weight_in(packed, layout, x.size(1));
-  padded.narrow(0, vocabulary, layout.padded_vocabulary - vocabulary).zero_();
-  padded.narrow(0, 0, vocabulary).copy_(weight);
+  const at::Tensor padded = padded_weight_in(packed, layout, weight);
+  if (layout.keeps_weight()) {
+    padded.narrow(0, vocabulary, layout.padded_vocabulary - vocabulary).zero_();
+    padded.narrow(0, 0, vocabulary).copy_(weight);
+  }
   product_into(logits, x, padded.t(), algorithms, 0);  // the padding columns are x . 0 = 0
   at::Tensor valid_logits = logits.narrow(1, 0, vocabulary);
   if (cross_entropy_rows_supported(valid_logits, loss_dtype)) {
@@ -165,7 +169,7 @@ at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, cons
     // Each row of D @ weight, rounded to x's dtype by the GEMM, then scaled by its grad and rounded
     // again; the padding columns of D meet the padding's zero rows (the forward's padded weight).
     at::Tensor x_grad = result.narrow(0, 0, rows * width).view({rows, width});
-    product_into(x_grad, dlogits, padded_weight_in(packed, layout, width), algorithms, 0);
+    product_into(x_grad, dlogits, padded_weight_in(packed, layout, weight), algorithms, 0);
     scale_rows_into(x_grad, x_grad, grad);
   }
   if (weight_too) {

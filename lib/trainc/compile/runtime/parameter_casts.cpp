@@ -42,13 +42,13 @@ ParameterCasts::ParameterCasts(const ir::Graph& graph, const std::vector<ir::Val
 std::vector<ir::ValueId> ParameterCasts::large_casts(const ir::Graph& graph) const {
   std::vector<ir::ValueId> values;
   for (const Cast& cast : casts_) {
-    if (large(graph, cast.value)) values.push_back(cast.value);
+    if (large(graph, cast.value) && cast.views.empty()) values.push_back(cast.value);
   }
   return values;
 }
 
 std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector<at::Tensor>& values, at::Device device, SideStream* side,
-                                             int side_mark) const {
+                                             int side_mark, std::vector<at::Tensor>* side_sources) const {
   struct Group {
     std::vector<at::Tensor> sources, destinations;
     std::vector<const Cast*> casts;
@@ -60,7 +60,7 @@ std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector
     const at::Tensor& source = values[static_cast<std::size_t>(cast.input)];
     if (!source.is_contiguous()) continue;
     const ir::DType dtype = graph.type(cast.value).dtype;
-    Group& group = groups[{side != nullptr && large(graph, cast.value), dtype}];
+    Group& group = groups[{side != nullptr && large(graph, cast.value) && cast.views.empty(), dtype}];
     group.sources.push_back(source);
     group.casts.push_back(&cast);
   }
@@ -79,6 +79,7 @@ std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector
       side->run(copy);
       side->set_mark(side_mark);
       marked = true;
+      if (side_sources != nullptr) side_sources->insert(side_sources->end(), group.sources.begin(), group.sources.end());
     } else {
       copy();
     }

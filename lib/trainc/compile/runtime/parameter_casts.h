@@ -10,9 +10,9 @@
 // Only casts that cost no memory by starting early are taken: those the program returns (kept to
 // its end anyway: the forward saves its weight casts for the backward) and small ones (a bias).
 // A cast of a saved activation in the backward stays at its step. So do casts whose input is not
-// contiguous at run time. Given a side stream (a CUDA graph's capture), the large ones (a tied
-// embedding's table, which only the head reads, at the forward's end) run there, beside the steps
-// before their first reader.
+// contiguous at run time. Given a side stream (a CUDA graph's capture), the large ones without
+// views after them (a tied embedding's table, which only the head reads, at the forward's end) run
+// there, beside the steps before their first reader.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -32,11 +32,13 @@ class ParameterCasts {
 
   // Computes the casts whose inputs allow it into values[cast] (`values` holds the program's
   // inputs) and returns those it computed. With `side`, the large ones go on it, followed by its
-  // mark `side_mark`, which the caller waits for before a step reads them.
+  // mark `side_mark`, which the caller waits for before a step reads them; until then it keeps
+  // what they read, which this adds to `side_sources`.
   std::vector<ir::ValueId> run(const ir::Graph& graph, std::vector<at::Tensor>& values, at::Device device, SideStream* side = nullptr,
-                               int side_mark = 0) const;
+                               int side_mark = 0, std::vector<at::Tensor>* side_sources = nullptr) const;
   std::size_t size() const { return casts_.size(); }
-  // The casts that go on a side stream when there is one.
+  // The casts that go on a side stream when there is one (large, no views after them: a view made
+  // on the main stream could be a copy, reading the cast before it is done).
   std::vector<ir::ValueId> large_casts(const ir::Graph& graph) const;
 
  private:
