@@ -74,13 +74,7 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     }
   }
   for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
-    const ScheduleStep& step = schedule_.steps[s];
-    if (step.kind == ScheduleStep::Kind::aten) {
-      for (ir::ValueId in : graph_.node(step.index).inputs) mark(in, static_cast<int>(s));
-    } else {
-      const auto& args = arguments_[static_cast<std::size_t>(step.index)];
-      for (int a = 0; a < reads_[static_cast<std::size_t>(step.index)]; ++a) mark(args[static_cast<std::size_t>(a)], static_cast<int>(s));
-    }
+    for (ir::ValueId in : step_inputs(s)) mark(in, static_cast<int>(s));
   }
   for (ir::ValueId output : graph_.outputs()) mark(output, static_cast<int>(schedule_.steps.size()));
   if (const char* profile = std::getenv("TRAINC_PROFILE_KERNELS"); profile != nullptr && std::string(profile) == "1") {
@@ -102,24 +96,26 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     }
   }
   finish_on_side_.assign(rendered.kernels.size(), false);
+  // Per-step timings (TRAINC_PROFILE_KERNELS) are taken outside captures, where nothing overlaps anyway.
   if (!streams_.batch.empty() && device_.is_cuda()) {
-    // A finish may run beside later steps when no step reads what it writes (the outputs are read
-    // after the program's last wait) and that is not in the arena.
+    side_stream_ = std::make_unique<SideStream>(device_);
+    // The values some step reads, and the first step that reads a large parameter cast (a tied
+    // embedding's table), which runs beside the steps before it.
+    const std::vector<ir::ValueId> large_casts = parameter_casts_.large_casts(graph_);
+    large_casts_on_side_ = !large_casts.empty();
     std::vector<bool> read(n, false);
     for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
-      const ScheduleStep& step = schedule_.steps[s];
-      std::vector<ir::ValueId> inputs;
-      if (step.kind == ScheduleStep::Kind::aten) {
-        inputs = graph_.node(step.index).inputs;
-      } else {
-        const auto& args = arguments_[static_cast<std::size_t>(step.index)];
-        inputs.assign(args.begin(), args.begin() + reads_[static_cast<std::size_t>(step.index)]);
-      }
-      for (ir::ValueId in : inputs) {
+      for (ir::ValueId in : step_inputs(s)) {
         read[static_cast<std::size_t>(in)] = true;
         for (ir::ValueId r : reads_through[static_cast<std::size_t>(in)]) read[static_cast<std::size_t>(r)] = true;
+        for (ir::ValueId cast : large_casts) {
+          const bool reads_cast = in == cast || reads_through[static_cast<std::size_t>(in)].count(cast) > 0;
+          if (reads_cast && first_large_cast_reader_ < 0) first_large_cast_reader_ = static_cast<int>(s);
+        }
       }
     }
+    // A finish may run beside later steps when no step reads what it writes (the outputs are read
+    // after the program's last wait) and that is not in the arena.
     int64_t side_floats = 0;
     for (std::size_t k = 0; k < finish_outputs_.size(); ++k) {
       finish_on_side_[k] = finish_launch_[k] >= 0 && std::none_of(finish_outputs_[k].begin(), finish_outputs_[k].end(), [&](ir::ValueId id) {
@@ -129,6 +125,17 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     }
     // Each such finish needs a part of the workspace to itself: past this, they stay in line.
     if (side_floats * static_cast<int64_t>(sizeof(float)) > kSideFinishWorkspaceBytes) finish_on_side_.assign(finish_on_side_.size(), false);
+    // A batch is complete after its last step.
+    computed_on_side_.assign(n, false);
+    batch_ends_.assign(schedule_.steps.size(), -1);
+    std::vector<bool> ended(static_cast<std::size_t>(streams_.batches), false);
+    for (std::size_t s = schedule_.steps.size(); s-- > 0;) {
+      const int32_t batch = streams_.batch[s];
+      if (batch < 0) continue;
+      computed_on_side_[static_cast<std::size_t>(schedule_.steps[s].index)] = true;  // an ATen step's value
+      if (!ended[static_cast<std::size_t>(batch)]) batch_ends_[s] = batch;
+      ended[static_cast<std::size_t>(batch)] = true;
+    }
   }
   // The kernels whose finish runs in line share the workspace's first part, sized for the largest;
   // each finish on the side stream has a part of its own after it.
@@ -144,41 +151,6 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     workspace_floats += (workspace_floats_[k] + 15) / 16 * 16;
   }
   workspace_total_floats_ = workspace_floats;
-  // Per-step timings (TRAINC_PROFILE_KERNELS) are taken outside captures, where nothing overlaps anyway.
-  if (!streams_.batch.empty() && device_.is_cuda()) {
-    side_stream_ = std::make_unique<SideStream>(device_);
-    batch_ends_.assign(schedule_.steps.size(), -1);
-    // The large parameter casts (a tied embedding's table) run beside the steps before their first reader.
-    const std::vector<ir::ValueId> large_casts = parameter_casts_.large_casts(graph_);
-    large_casts_on_side_ = !large_casts.empty();
-    for (std::size_t s = 0; s < schedule_.steps.size() && large_casts_on_side_ && first_large_cast_reader_ < 0; ++s) {
-      const ScheduleStep& step = schedule_.steps[s];
-      std::vector<ir::ValueId> inputs;
-      if (step.kind == ScheduleStep::Kind::aten) {
-        inputs = graph_.node(step.index).inputs;
-      } else {
-        const auto& args = arguments_[static_cast<std::size_t>(step.index)];
-        inputs.assign(args.begin(), args.begin() + reads_[static_cast<std::size_t>(step.index)]);
-      }
-      for (ir::ValueId in : inputs) {
-        for (ir::ValueId cast : large_casts) {
-          if (in == cast || reads_through[static_cast<std::size_t>(in)].count(cast) > 0) first_large_cast_reader_ = static_cast<int>(s);
-        }
-      }
-    }
-    computed_on_side_.assign(static_cast<std::size_t>(graph_.size()), false);
-    for (std::size_t s = 0; s < schedule_.steps.size(); ++s) {
-      if (streams_.batch[s] < 0) continue;
-      batch_ends_[s] = streams_.batch[s];
-      computed_on_side_[static_cast<std::size_t>(schedule_.steps[s].index)] = true;  // an ATen step's value
-    }
-    for (std::size_t s = 0; s + 1 < schedule_.steps.size(); ++s) {
-      if (batch_ends_[s] >= 0 && std::find(streams_.batch.begin() + static_cast<std::ptrdiff_t>(s) + 1, streams_.batch.end(), batch_ends_[s]) !=
-                                     streams_.batch.end()) {
-        batch_ends_[s] = -1;  // a later step of its batch completes it
-      }
-    }
-  }
   release_.resize(schedule_.steps.size());
   for (ir::ValueId id = 0; id < graph_.size(); ++id) {
     const int step = last[static_cast<std::size_t>(id)];
@@ -219,6 +191,13 @@ FusedProgram::~FusedProgram() {
   for (std::size_t i = 0; i < std::min<std::size_t>(labels.size(), 25); ++i) {
     std::fprintf(stderr, "  %8.3f s  %4dx  %s\n", labels[i].first, by_label[labels[i].second].second, labels[i].second.c_str());
   }
+}
+
+std::vector<ir::ValueId> FusedProgram::step_inputs(std::size_t s) const {
+  const ScheduleStep& step = schedule_.steps[s];
+  if (step.kind == ScheduleStep::Kind::aten) return graph_.node(step.index).inputs;
+  const std::vector<ir::ValueId>& args = arguments_[static_cast<std::size_t>(step.index)];
+  return {args.begin(), args.begin() + reads_[static_cast<std::size_t>(step.index)]};
 }
 
 const at::Tensor& FusedProgram::value(std::vector<at::Tensor>& values, ir::ValueId id) const {

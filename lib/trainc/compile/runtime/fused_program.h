@@ -66,6 +66,8 @@ class FusedProgram {
   const std::vector<int>& chosen_launch_shapes() const { return launch_shape_; }
 
  private:
+  // What step `s` reads directly: an ATen call's inputs, a kernel's bases (views of them included).
+  std::vector<ir::ValueId> step_inputs(std::size_t s) const;
   const at::Tensor& value(std::vector<at::Tensor>& values, ir::ValueId id) const;
   // The tensor a kernel stores value `id` into: its arena slot, or a fresh one outside the arena.
   at::Tensor planned(ir::ValueId id) const;

@@ -65,7 +65,6 @@ std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector
     group.casts.push_back(&cast);
   }
   std::vector<ir::ValueId> computed;
-  bool marked = false;
   // The side stream's first: it then waits for nothing of this program.
   for (auto it = groups.rbegin(); it != groups.rend(); ++it) {
     const bool on_side = it->first.first;
@@ -77,8 +76,6 @@ std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector
     };
     if (on_side) {
       side->run(copy);
-      side->set_mark(side_mark);
-      marked = true;
       if (side_sources != nullptr) side_sources->insert(side_sources->end(), group.sources.begin(), group.sources.end());
     } else {
       copy();
@@ -91,7 +88,7 @@ std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector
     }
   }
   // The caller waits for the mark whether or not a large cast ran (its input may not have been contiguous).
-  if (side != nullptr && !marked) side->set_mark(side_mark);
+  if (side != nullptr) side->set_mark(side_mark);
   return computed;
 }
 
