@@ -1,6 +1,6 @@
 // The passes that rewrite extern ops around what a backward reads (dlogits_in_forward,
-// head_gradients_apart, attention_lse_in_forward, attention_bias_sums, embedding_grad_add, gelu_epilogue,
-// gelu_grad_epilogue), each checked by running the
+// head_gradients_apart, head_weight_grad_to_float, attention_lse_in_forward, attention_bias_sums,
+// embedding_grad_add, gelu_epilogue, gelu_grad_epilogue), each checked by running the
 // graph before and after it through the ATen executor on fresh random inputs.
 #include <catch2/catch.hpp>
 
@@ -19,6 +19,7 @@
 #include "trainc/compile/passes/gelu_epilogue.h"
 #include "trainc/compile/passes/gelu_grad_epilogue.h"
 #include "trainc/compile/passes/head_gradients_apart.h"
+#include "trainc/compile/passes/head_weight_grad_to_float.h"
 #include "trainc/compile/runtime/aten_executor.h"
 
 using namespace trainc::ir;
@@ -106,6 +107,62 @@ TEST_CASE("head_gradients_apart makes a head's two gradients two steps with the 
     if (returned.node(id).op == Op::linear_cross_entropy_grad_from_dlogits) returned.mark_output(id);
   }
   CHECK(to_text(head_gradients_apart(returned)) == to_text(returned));
+}
+
+// A bf16 head's weight gradient made on its own and widened as the base of a tied embedding's
+// embedding_grad_add: head_weight_grad_to_float makes the step write float32 and the embedding's
+// rows go into it in place. On the CPU the float32 product is the bf16 one widened, so the values
+// are the same bit for bit. A view read twice, or a cast (an untied head), leaves the graph alone.
+TEST_CASE("head_weight_grad_to_float makes a head's weight gradient float32 where it is widened", "[unit][ir][aten][passes]") {
+  const int64_t rows = 8, width = 8, vocabulary = 50;
+  LinearCrossEntropyLayout layout;
+  REQUIRE(linear_cross_entropy_layout(rows, width, vocabulary, 2, 4, layout));
+  const auto build = [&](bool tied, bool view_read_twice, bool view_returned = false) {
+    Graph g;
+    const ValueId packed = g.add_input("packed", {DType::bf16, {layout.total}});
+    const ValueId x = g.add_input("x", {DType::bf16, {rows, width}});
+    const ValueId w = g.add_input("w", {DType::bf16, {vocabulary, width}});
+    const ValueId grad = g.add_input("grad", {DType::f32, {rows}});
+    const ValueId embedding_rows = g.add_input("rows", {DType::f32, {4, 16, width}});
+    const ValueId indices = g.add_input("indices", {DType::i64, {4, 16}});
+    Attributes weight_part;
+    weight_part.dtype = DType::f32;
+    weight_part.ints = {1};
+    const ValueId part = g.add(Op::linear_cross_entropy_grad_from_dlogits, {packed, x, w, grad}, weight_part);
+    const ValueId table = g.add(Op::reshape, {g.add(Op::slice, {part}, ints({0, 0, vocabulary * width, 1}))}, ints({vocabulary, width}));
+    if (view_returned) {
+      g.mark_output(table);
+    } else if (tied) {
+      g.mark_output(g.add(Op::embedding_grad_add, {table, embedding_rows, indices}, ints({vocabulary})));
+    } else {
+      Attributes widen;
+      widen.dtype = DType::f32;
+      g.mark_output(g.add(Op::cast, {table}, widen));
+    }
+    if (view_read_twice) g.mark_output(table);
+    return g;
+  };
+  const std::vector<at::Tensor> inputs = {torch::randn({layout.total}).to(torch::kBFloat16), torch::randn({rows, width}).to(torch::kBFloat16),
+                                          torch::randn({vocabulary, width}).to(torch::kBFloat16), torch::randn({rows}),
+                                          torch::randn({4, 16, width}), torch::randint(0, vocabulary, {4, 16})};
+  const Graph graph = build(true, false);
+  const Graph rewritten = head_weight_grad_to_float(graph);
+  verify(rewritten);
+  for (const Node& node : rewritten.nodes()) {
+    if (node.op == Op::linear_cross_entropy_grad_from_dlogits) CHECK(head_gradients(node.attrs) == HeadGradients::weight_float);
+    if (node.op == Op::embedding_grad_add) CHECK(embedding_grad_add_in_place(node.attrs));
+  }
+  const at::Tensor expected = execute_with_aten(graph, inputs)[0];
+  const at::Tensor got = execute_with_aten(rewritten, inputs)[0];
+  CHECK(got.scalar_type() == torch::kFloat);
+  CHECK_FALSE(got.is_view());  // a gradient the step adopts as .grad without a copy
+  CHECK(torch::equal(got, expected));
+  for (const auto& [tied, view_read_twice] : {std::pair<bool, bool>{true, true}, {false, false}}) {
+    const Graph unchanged = build(tied, view_read_twice);
+    CHECK(to_text(head_weight_grad_to_float(unchanged)) == to_text(unchanged));
+  }
+  const Graph returned = build(true, false, /*view_returned=*/true);  // the chain ends in an output
+  CHECK(to_text(head_weight_grad_to_float(returned)) == to_text(returned));
 }
 
 // A joint graph with a differentiated attention: after attention_lse_in_forward the forward keeps

@@ -29,7 +29,8 @@ enum class Optimization {
   rematerialize,       // inductor, GPU: stored pointwise values recomputed by their readers (passes/rematerialize)
   attention_lse,       // planner, GPU: attention's output and log-sum-exp kept for its backward (passes/attention_lse_in_forward;
                        // off with attention_choice too, since it calls the kernels directly)
-  matmul_to_float,     // inductor: float32 casts of bf16 products made by the GEMM (passes/products_to_float)
+  matmul_to_float,     // inductor: float32 casts of bf16 products made by the GEMM (passes/products_to_float), the
+                       // head's weight gradient's too where it is a step of its own (passes/head_weight_grad_to_float)
   saved_casts,         // partition: parameters cast to bf16 by the forward saved for the backward, not cast again
   normalization_grad,  // autodiff: a layer norm's input gradient in closed form (two sums over its rows)
   fused_column_sums,   // inductor, GPU: sums over leading dimensions computed by the kernel that makes what they sum

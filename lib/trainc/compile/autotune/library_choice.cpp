@@ -61,21 +61,28 @@ std::string describe_tensors(const std::vector<at::Tensor>& tensors) {
 }
 
 // The head's training pair (runtime/linear_cross_entropy): each of its products measured on its
-// own, ATen's mm against cuBLASLt's ranked algorithms, on operands laid out as the op's.
+// own, ATen's mm against cuBLASLt's ranked algorithms, on operands laid out as the op's. A float32
+// product (the weight's gradient in float32) has no ATen mm to measure: its default is cuBLASLt's
+// first algorithm, measured among the others.
 std::string choose_head_gemms(const ir::Node& node, const std::vector<at::Tensor>& inputs, at::Device device, Autotuner& tuner) {
   std::vector<int> chosen;
   for (const HeadGemm& gemm : head_gemms(node.op, inputs, ir::to_scalar_type(node.attrs.dtype), ir::head_gradients(node.attrs))) {
-    std::vector<TuningCandidate> candidates = {{"aten", [&gemm] {
-                                                  at::Tensor out = gemm.out;
-                                                  at::mm_out(out, gemm.a, gemm.b);
-                                                }}};
-    std::string listed = "aten";
+    std::vector<TuningCandidate> candidates;
+    std::string listed;
+    if (gemm.out.scalar_type() == gemm.a.scalar_type()) {
+      candidates.push_back({"aten", [&gemm] { head_product_into(gemm.out, gemm.a, gemm.b, -1); }});
+      listed = "aten";
+    }
     const int algorithms = lt_algorithm_count(gemm.a, gemm.b, at::Tensor(), gemm.out.scalar_type(), kGemmAlgorithmsMeasured);
     for (int i = 0; i < algorithms; ++i) {
       candidates.push_back({lt_algorithm_name(i), [&gemm, i] {
                               if (!lt_matmul_out(gemm.out, gemm.a, gemm.b, at::Tensor(), i)) throw std::runtime_error("cuBLASLt did not run");
                             }});
-      listed += "," + lt_algorithm_name(i);
+      listed += (listed.empty() ? "" : ",") + lt_algorithm_name(i);
+    }
+    if (candidates.empty()) {
+      chosen.push_back(-1);
+      continue;
     }
     const std::string key = device_identity(device) + " | mm cublasLt " + cublaslt_version() + " |" + describe_tensors({gemm.a, gemm.b, gemm.out}) +
                             " | " + listed;

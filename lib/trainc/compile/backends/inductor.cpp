@@ -13,6 +13,7 @@
 #include "trainc/compile/passes/embedding_grad_add.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/head_gradients_apart.h"
+#include "trainc/compile/passes/head_weight_grad_to_float.h"
 #include "trainc/compile/passes/memory_plan.h"
 #include "trainc/compile/passes/products_to_float.h"
 #include "trainc/compile/passes/rematerialize.h"
@@ -76,6 +77,10 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std
   if (optimization_enabled(Optimization::embedding_grad_add)) build.graph = ir::embedding_grad_add(build.graph);
   // The head's weight gradient a step of its own, which a second stream can run (passes/stream_plan).
   if (device.is_cuda() && optimization_enabled(Optimization::side_stream)) build.graph = ir::head_gradients_apart(build.graph);
+  // That step's GEMM writes the float32 table gradient, the tied embedding's rows added into it in place.
+  if (matmul_to_float_in_one_gemm(device) && optimization_enabled(Optimization::matmul_to_float)) {
+    build.graph = ir::head_weight_grad_to_float(build.graph);
+  }
   build.graph = ir::sink_pointwise(build.graph);
   ir::verify(build.graph);
   // On a GPU, sums over leading dimensions (parameter gradients) join the kernels that make what

@@ -63,8 +63,14 @@ bool linear_cross_entropy_layout(int64_t rows, int64_t width, int64_t vocabulary
 
 HeadGradients head_gradients(const Attributes& attrs) {
   if (attrs.ints.empty()) return HeadGradients::both;
-  return attrs.ints[0] == 0 ? HeadGradients::input : HeadGradients::weight;
+  switch (attrs.ints[0]) {
+    case 0: return HeadGradients::input;
+    case 1: return HeadGradients::weight;
+    default: return HeadGradients::weight_float;
+  }
 }
+
+bool embedding_grad_add_in_place(const Attributes& attrs) { return attrs.ints.size() == 2 && attrs.ints[1] == 1; }
 
 bool attention_grad_sums_layout(const std::vector<int64_t>& q_shape, int64_t q_bytes, AttentionGradSumsLayout& layout) {
   if (q_shape.size() != 4) return false;

@@ -1,5 +1,6 @@
 // defines: DType, is_half_precision, dtype_bytes, TensorType, ValueId, Attributes, Node, Graph, IrError, LinearCrossEntropyLayout,
-//          linear_cross_entropy_layout, HeadGradients, head_gradients, AttentionGradSumsLayout, attention_grad_sums_layout
+//          linear_cross_entropy_layout, HeadGradients, head_gradients, embedding_grad_add_in_place,
+//          AttentionGradSumsLayout, attention_grad_sums_layout
 //
 // The compile planner's IR: a graph in SSA form where every node produces one tensor value, and
 // every value carries its shape and dtype. Nodes are appended in topological order (inputs
@@ -108,9 +109,14 @@ bool linear_cross_entropy_layout(int64_t rows, int64_t width, int64_t vocabulary
 
 // Which gradients a linear_cross_entropy_grad_from_dlogits node makes, from its attrs.ints: none
 // for both (x's, then the weight's), {0} for x's alone, {1} for the weight's alone
-// (passes/head_gradients_apart: two steps, so that the weight's need not hold up x's).
-enum class HeadGradients { both, input, weight };
+// (passes/head_gradients_apart: two steps, so that the weight's need not hold up x's), {2} for the
+// weight's alone in float32, the GEMM's accumulator not rounded to x's dtype
+// (passes/head_weight_grad_to_float, as matmul_to_float is to a cast matmul).
+enum class HeadGradients { both, input, weight, weight_float };
 HeadGradients head_gradients(const Attributes& attrs);
+
+// Whether an embedding_grad_add node adds into its base's own memory (attrs.ints {vocab, 1}).
+bool embedding_grad_add_in_place(const Attributes& attrs);
 
 // The one buffer attention_grad_and_bias_sums returns, in q's dtype: dq, dk and dv stacked as
 // attention_grad's [3, B, H, T, D] laid out as [B, T, 3, H, D] (a fused q-k-v projection's output

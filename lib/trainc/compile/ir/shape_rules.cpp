@@ -47,14 +47,17 @@
 //                [N * C + P * C]: x's and the weight's gradients from the saved ones, as
 //                linear_cross_entropy_grad lays them out but with the weight's padded to the
 //                layout's P rows (the GEMM writes them there; the rows past V are 0); with
-//                attrs.ints {0} x's gradient alone [N * C], with {1} the weight's alone [P * C]
+//                attrs.ints {0} x's gradient alone [N * C], with {1} the weight's alone [P * C],
+//                with {2} the weight's alone in float32 [P * C] (the GEMM's unrounded product)
 //   attention_grad_and_bias_sums  as attention_grad_from_lse -> q's dtype [layout.total]: the
 //                gradients and their column sums over B * T rows (a fused q-k-v projection's bias
 //                gradient), laid out as attention_grad_sums_layout says (graph.h)
 //   matmul_to_float  a bf16 or f16 [m, k] x [k, n] -> f32 [m, n]: the product accumulated and
 //                returned in float32, as cast(matmul(a, b), f32) without rounding to a's dtype first
 //   embedding_grad_add  (base [vocab, dim] floating, grad, indices) as embedding_grad -> its type:
-//                cast(base, grad's dtype) + embedding_grad(grad, indices)
+//                cast(base, grad's dtype) + embedding_grad(grad, indices); attrs.ints {vocab, 1}:
+//                the same, added into the base's own memory (a base of the result's type, which
+//                no other step reads, through views or otherwise: passes/head_weight_grad_to_float)
 //   matmul_bias_gelu  (x, w, bias) as matmul_bias, bf16 or f16 -> [2, ...matmul_bias's shape]:
 //                [0] GELU (tanh approximation) of [1], the product plus bias (passes/gelu_epilogue)
 //   matmul_gelu_grad  (a, w, y) a bf16 or f16 a [..., k] x w [k, n], y of the product's type ->
@@ -193,12 +196,14 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       LinearCrossEntropyLayout layout;
       linear_cross_entropy_layout(in[1].shape[0], in[1].shape[1], in[2].shape[0], dtype_bytes(in[1].dtype), dtype_bytes(attrs.dtype),
                                   layout);  // checked above
-      require(attrs.ints.empty() || (attrs.ints.size() == 1 && (attrs.ints[0] == 0 || attrs.ints[0] == 1)),
-              "linear_cross_entropy_grad_from_dlogits's ints name the gradient it makes: none (both), {0} (x's) or {1} (the weight's)");
+      require(attrs.ints.empty() || (attrs.ints.size() == 1 && attrs.ints[0] >= 0 && attrs.ints[0] <= 2),
+              "linear_cross_entropy_grad_from_dlogits's ints name the gradient it makes: none (both), {0} (x's), {1} (the weight's) "
+              "or {2} (the weight's in float32)");
       const int64_t x_grad = in[1].numel(), weight_grad = layout.padded_vocabulary * in[2].shape[1];
       switch (head_gradients(attrs)) {
         case HeadGradients::input: return {in[1].dtype, {x_grad}};
         case HeadGradients::weight: return {in[1].dtype, {weight_grad}};
+        case HeadGradients::weight_float: return {DType::f32, {weight_grad}};
         case HeadGradients::both: break;
       }
       return {in[1].dtype, {x_grad + weight_grad}};
@@ -278,9 +283,13 @@ TensorType extern_type(Op op, const std::vector<TensorType>& in, const Attribute
       return product;
     }
     case Op::embedding_grad_add: {
-      const TensorType sum = extern_type(Op::embedding_grad, {in[1], in[2]}, attrs);
+      require(!attrs.ints.empty() && attrs.ints.size() <= 2, "embedding_grad_add needs ints {vocab} or {vocab, in place}");
+      Attributes vocabulary = attrs;
+      vocabulary.ints.resize(1);
+      const TensorType sum = extern_type(Op::embedding_grad, {in[1], in[2]}, vocabulary);
       require(is_floating(in[0].dtype) && in[0].shape == sum.shape,
               "embedding_grad_add adds into a floating " + shape_text(sum.shape) + ", got " + in[0].str());
+      require(!embedding_grad_add_in_place(attrs) || in[0] == sum, "embedding_grad_add adds in place only into a " + sum.str() + ", got " + in[0].str());
       return sum;
     }
     case Op::conv2d_input_grad:

@@ -310,7 +310,9 @@ at::Tensor run_conv2d(const Inputs& in, const Attributes& a, at::Device device) 
 at::Tensor run_concat(const Inputs& in, const Attributes& a, at::Device device) { return concat(in, a.ints[0]); }
 at::Tensor run_slice_backward(const Inputs& in, const Attributes& a, at::Device device) { return at::slice_backward(in[0], tail(a.ints, 4), a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
 at::Tensor run_embedding_grad(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding_dense_backward(in[0], in[1], a.ints[0], -1, false); }
-at::Tensor run_embedding_grad_add(const Inputs& in, const Attributes& a, at::Device device) { return embedding_grad_add(in[0], in[1], in[2]); }
+at::Tensor run_embedding_grad_add(const Inputs& in, const Attributes& a, at::Device device) {
+  return embedding_grad_add(in[0], in[1], in[2], ir::embedding_grad_add_in_place(a));
+}
 at::Tensor run_matmul_bias_gelu(const Inputs& in, const Attributes& a, at::Device device) {
   return matmul_bias_gelu(in, 0);  // the heuristic's first algorithm
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "trainc/common/error.h"
 #include "trainc/compile/runtime/runtime_kernels.h"
 
 namespace trainc {
@@ -66,15 +67,23 @@ bool embedding_grad_add_kernels_take(const at::Tensor& base, const at::Tensor& g
          rows.size(1) < (int64_t{1} << 31) && indices.scalar_type() == at::kLong;
 }
 
-at::Tensor embedding_grad_add(const at::Tensor& base, const at::Tensor& grad, const at::Tensor& indices) {
+at::Tensor embedding_grad_add(const at::Tensor& base, const at::Tensor& grad, const at::Tensor& indices, bool in_place) {
   const at::Tensor rows = grad.reshape({-1, grad.size(-1)});
   const at::Tensor flat_indices = indices.reshape({-1});
-  at::Tensor table = at::empty(base.sizes(), grad.options().memory_format(at::MemoryFormat::Contiguous));
-  if (!embedding_grad_add_kernels_take(base, grad, indices)) {
-    table.copy_(base);
+  TRAINC_CHECK(!in_place || base.scalar_type() == grad.scalar_type(), "embedding_grad_add adds in place only into a base of the gradient's dtype");
+  const bool by_kernels = embedding_grad_add_kernels_take(base, grad, indices);
+  // In place, the result is a tensor over the base's memory but not a view of it (the base is
+  // usually a view of a padded buffer): a backward's gradient becomes the parameter's .grad as it is
+  // only when it is no view (runtime/compiled_step), else it is copied, 41 us for the small GPT's table.
+  at::Tensor table = in_place ? at::empty({0}, base.options()).set_(base.storage(), base.storage_offset(), base.sizes(), base.strides())
+                              : at::empty(base.sizes(), grad.options().memory_format(at::MemoryFormat::Contiguous));
+  if (!by_kernels) {
+    if (!in_place) table.copy_(base);
     return table.index_add_(0, flat_indices, rows);
   }
-  if (base.scalar_type() == at::kFloat) {
+  if (in_place) {
+    // The rows go straight into the base.
+  } else if (base.scalar_type() == at::kFloat) {
     table.copy_(base);
   } else if (int64_t groups = base.numel() / 8; groups > 0) {
     void* in = base.data_ptr();

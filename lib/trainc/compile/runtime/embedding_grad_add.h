@@ -15,8 +15,10 @@
 namespace trainc {
 
 // base [V, D] (any floating dtype), grad [..., D], indices i64 [...] -> grad's dtype [V, D]:
-// base + the sum of grad's rows at their indices.
-at::Tensor embedding_grad_add(const at::Tensor& base, const at::Tensor& grad, const at::Tensor& indices);
+// base + the sum of grad's rows at their indices. `in_place`: base, of grad's dtype, is that
+// table: the rows are added into it and it is returned (the tied head's float32 weight gradient,
+// which nothing else reads: no 51 MB copy of the small GPT's table a step).
+at::Tensor embedding_grad_add(const at::Tensor& base, const at::Tensor& grad, const at::Tensor& indices, bool in_place = false);
 
 // Whether embedding_grad_add runs the kernels for these (else ATen's copy and index_add_): CUDA,
 // all on one device, a contiguous bf16 or float32 base [V, D], float32 gradient rows of D

@@ -4,6 +4,7 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/cublaslt_algorithms.h"
+#include "trainc/compat/torch_compat.h"
 #include "trainc/compile/ir/graph.h"
 #include "trainc/compile/runtime/cross_entropy_rows.h"
 #include "trainc/compile/runtime/scaled_rows.h"
@@ -40,11 +41,9 @@ ir::LinearCrossEntropyLayout layout_of(const at::Tensor& x, const at::Tensor& we
   return layout;
 }
 
-// out = a . b by the product's chosen algorithm, or ATen's mm.
+// out = a . b by the product's chosen algorithm, or the default.
 void product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const HeadGemmAlgorithms& algorithms, std::size_t which) {
-  if (which < algorithms.size() && algorithms[which] >= 0 && lt_matmul_out(out, a, b, at::Tensor(), algorithms[which])) return;
-  at::Tensor target = out;
-  at::mm_out(target, a, b);
+  head_product_into(out, a, b, which < algorithms.size() ? algorithms[which] : -1);
 }
 
 // The rows' logit gradients inside the training pair's buffer: [rows, padded vocabulary].
@@ -78,6 +77,20 @@ at::Tensor unscaled_dlogits(const at::Tensor& wide, const at::Tensor& picked, do
 }
 
 }  // namespace
+
+void head_product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, int algorithm) {
+  if (out.scalar_type() != a.scalar_type()) {
+    // A float32 product of half-precision operands: ATen's mm writes only the operands' dtype, so
+    // the default is cuBLASLt's first-ranked algorithm, and where that cannot run (the CPU, a
+    // product first met inside a capture) matmul_to_float's, copied in.
+    if (lt_matmul_out(out, a, b, at::Tensor(), std::max(algorithm, 0))) return;
+    const_cast<at::Tensor&>(out).copy_(matmul_to_float(a, b));
+    return;
+  }
+  if (algorithm >= 0 && lt_matmul_out(out, a, b, at::Tensor(), algorithm)) return;
+  at::Tensor target = out;
+  at::mm_out(target, a, b);
+}
 
 at::Tensor linear_cross_entropy(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& targets, double smoothing,
                                 at::ScalarType loss_dtype, int64_t chunk_elements) {
@@ -163,8 +176,9 @@ at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, cons
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, grad.scalar_type());
   const int64_t padded = layout.padded_vocabulary;
   const at::Tensor dlogits = dlogits_in(packed, layout, rows);
-  const bool input = which != ir::HeadGradients::weight, weight_too = which != ir::HeadGradients::input;
-  at::Tensor result = at::empty({(input ? rows * width : 0) + (weight_too ? padded * width : 0)}, x.options());
+  const bool input = which == ir::HeadGradients::both || which == ir::HeadGradients::input, weight_too = which != ir::HeadGradients::input;
+  const bool in_float = which == ir::HeadGradients::weight_float;
+  at::Tensor result = at::empty({(input ? rows * width : 0) + (weight_too ? padded * width : 0)}, in_float ? x.options().dtype(at::kFloat) : x.options());
   if (input) {
     // Each row of D @ weight, rounded to x's dtype by the GEMM, then scaled by its grad and rounded
     // again; the padding columns of D meet the padding's zero rows (the forward's padded weight).
@@ -199,8 +213,9 @@ std::vector<HeadGemm> head_gemms(ir::Op op, const std::vector<at::Tensor>& input
     const at::Tensor padded_weight = at::empty({padded, width}, x.options());
     const at::Tensor scaled_x = at::empty({rows, width}, x.options());
     std::vector<HeadGemm> gemms;
-    if (which != ir::HeadGradients::weight) gemms.push_back({at::empty({rows, width}, x.options()), dlogits, padded_weight});
-    if (which != ir::HeadGradients::input) gemms.push_back({at::empty({padded, width}, x.options()), dlogits.t(), scaled_x});
+    if (which == ir::HeadGradients::both || which == ir::HeadGradients::input) gemms.push_back({at::empty({rows, width}, x.options()), dlogits, padded_weight});
+    const at::ScalarType weight_dtype = which == ir::HeadGradients::weight_float ? at::kFloat : x.scalar_type();
+    if (which != ir::HeadGradients::input) gemms.push_back({at::empty({padded, width}, x.options().dtype(weight_dtype)), dlogits.t(), scaled_x});
     return gemms;
   }
   return {};

@@ -1,5 +1,5 @@
 // defines: linear_cross_entropy, linear_cross_entropy_grad, linear_cross_entropy_and_dlogits,
-//          linear_cross_entropy_grad_from_dlogits, HeadGemmAlgorithms, HeadGemm, head_gemms
+//          linear_cross_entropy_grad_from_dlogits, HeadGemmAlgorithms, head_product_into, HeadGemm, head_gemms
 //
 // A language model's head and its loss in one op: the cross-entropy of each row of
 // logits = x @ weight^T against its target, and the gradients of x and the weight, without the
@@ -56,10 +56,17 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
 // That buffer, x, weight and grad [N] -> as linear_cross_entropy_grad, but with the weight's
 // gradient over the layout's padded vocabulary: [N * C + P * C], the rows past V zero. The GEMM
 // writes it in place, where a copy of the V rows it needs cost GPT-2 77 MB a step. `which`: both
-// gradients, or x's alone [N * C], or the weight's alone [P * C].
+// gradients, or x's alone [N * C], or the weight's alone [P * C], in x's dtype or (weight_float)
+// in float32: on a GPU the GEMM's accumulator as it is, where rounding it to bf16 and widening
+// it again for the float32 parameter took the small GPT 22 us a step (docs/compile.md).
 at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& grad,
                                                   const HeadGemmAlgorithms& algorithms = {},
                                                   ir::HeadGradients which = ir::HeadGradients::both);
+
+// out = a . b as the head's products run it: by cuBLASLt's ranked algorithm `algorithm`, or for
+// -1 by ATen's mm; a float32 `out` of half-precision operands gets their float32 product (on a GPU
+// cuBLASLt's first-ranked algorithm for -1; elsewhere the product rounded, then widened).
+void head_product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, int algorithm);
 
 // One of those products, out = a . b, on operands shaped and laid out as the op's own (their
 // values are not the op's): what max-autotune measures to choose its algorithm.
