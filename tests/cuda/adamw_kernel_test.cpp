@@ -1,6 +1,7 @@
-// trainc's AdamW kernel (train/adamw_kernel) against ATen's fused AdamW on the GPU: 40 parameters
-// (two launches of up to 32) of sizes that leave partial chunks and partial 4-element groups, and
-// two empty ones, over 5 steps with weight decay, with and without a gradient divisor. Parameters and
+// trainc's AdamW kernel (train/adamw_kernel) against ATen's fused AdamW on the GPU: 70 parameters
+// (two launches of up to 60) of sizes that leave partial chunks and partial 4-element groups, and
+// an empty one, over 5 steps, every seventh without weight decay and the others with (ATen's update
+// run for each of the two sets), with and without a gradient divisor. Parameters and
 // moments agree within 1e-6 of the largest element (ATen rounds a few products through float64),
 // and the gradients are left as they were, where ATen's writes them back divided.
 #include <catch2/catch.hpp>
@@ -51,7 +52,11 @@ at::Tensor flat(const std::vector<at::Tensor>& tensors) { return at::cat(tensors
 
 TEST_CASE("trainc's AdamW kernel updates as ATen's fused AdamW and leaves the gradients", "[cuda]") {
   std::vector<int64_t> sizes;
-  for (int i = 0; i < 40; ++i) sizes.push_back(i == 7 ? 0 : (i * 7919) % 40000 + (i % 5));
+  std::vector<double> weight_decays;
+  for (int i = 0; i < 70; ++i) {
+    sizes.push_back(i == 7 ? 0 : (i * 7919) % 40000 + (i % 5));
+    weight_decays.push_back(i % 7 == 0 ? 0.0 : 0.1);  // a period that does not divide a launch's 60
+  }
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
   const at::Tensor learning_rate = torch::full({}, 3e-3, cuda);
   for (const bool with_divisor : {true, false}) {
@@ -64,9 +69,21 @@ TEST_CASE("trainc's AdamW kernel updates as ATen's fused AdamW and leaves the gr
     for (int step = 0; step < 5; ++step) {
       at::_foreach_add_(ours.steps, 1.0);
       at::_foreach_add_(atens.steps, 1.0);
-      adamw_kernel_update(ours.params, ours.grads, ours.exp_avgs, ours.exp_avg_sqs, ours.steps, learning_rate, 0.9, 0.95, 0.1, 1e-8, divisor);
-      REQUIRE(fused_adamw_update(atens.params, atens.grads, atens.exp_avgs, atens.exp_avg_sqs, atens.steps, learning_rate, 0.9, 0.95, 0.1,
-                                 1e-8, divisor));
+      adamw_kernel_update(ours.params, ours.grads, ours.exp_avgs, ours.exp_avg_sqs, ours.steps, learning_rate, 0.9, 0.95, weight_decays,
+                          1e-8, divisor);
+      for (const double weight_decay : {0.0, 0.1}) {
+        AdamWState group;  // the same tensors, those with this weight decay
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+          if (weight_decays[i] != weight_decay) continue;
+          group.params.push_back(atens.params[i]);
+          group.grads.push_back(atens.grads[i]);
+          group.exp_avgs.push_back(atens.exp_avgs[i]);
+          group.exp_avg_sqs.push_back(atens.exp_avg_sqs[i]);
+          group.steps.push_back(atens.steps[i]);
+        }
+        REQUIRE(fused_adamw_update(group.params, group.grads, group.exp_avgs, group.exp_avg_sqs, group.steps, learning_rate, 0.9, 0.95,
+                                   weight_decay, 1e-8, divisor));
+      }
       if (with_divisor) atens.grads = copy_of(ours).grads;  // ATen wrote its gradients back divided: start each step alike
     }
     CHECK(relative_error(flat(ours.params), flat(atens.params)) <= 1e-6);

@@ -12,7 +12,7 @@ namespace {
 
 constexpr int kBlock = 256;
 constexpr int64_t kChunk = 16384;  // elements a block updates: 16 float4 groups a thread
-constexpr int kTensorsPerLaunch = 32;
+constexpr int kTensorsPerLaunch = 60;  // the lists below stay under 4 KB of kernel parameters
 
 // One launch's tensors, passed by value. Every field is 8 bytes, so the host's layout and the
 // kernel's are the same without padding rules to agree on.
@@ -22,11 +22,12 @@ struct AdamWLists {
   float* exp_avg[kTensorsPerLaunch];
   float* exp_avg_sq[kTensorsPerLaunch];
   const float* step[kTensorsPerLaunch];
+  double weight_decay[kTensorsPerLaunch];
   long long numel[kTensorsPerLaunch];
   long long block_start[kTensorsPerLaunch + 1];  // tensor t's chunks are blocks [block_start[t], block_start[t + 1])
   long long count;
 };
-static_assert(sizeof(AdamWLists) == 8 * (7 * kTensorsPerLaunch + 2), "AdamWLists must have no padding, as the kernel's");
+static_assert(sizeof(AdamWLists) == 8 * (8 * kTensorsPerLaunch + 2), "AdamWLists must have no padding, as the kernel's");
 
 // The kernel's source after the host's constants (so the two cannot disagree).
 constexpr const char* kKernels = R"(
@@ -37,6 +38,7 @@ struct AdamWLists {
   float* exp_avg[TRAINC_TENSORS];
   float* exp_avg_sq[TRAINC_TENSORS];
   const float* step[TRAINC_TENSORS];
+  double weight_decay[TRAINC_TENSORS];
   long long numel[TRAINC_TENSORS];
   long long block_start[TRAINC_TENSORS + 1];
   long long count;
@@ -54,7 +56,7 @@ struct AdamWScalars {
 };
 
 extern "C" __global__ void __launch_bounds__(256) trainc_adamw(const AdamWLists lists, const float* __restrict__ lr_ptr,
-    const float* __restrict__ divisor_ptr, float beta1, float beta2, float weight_decay, float eps) {
+    const float* __restrict__ divisor_ptr, float beta1, float beta2, float eps) {
   int t = 0;
   while (t + 1 < lists.count && blockIdx.x >= lists.block_start[t + 1]) ++t;
   const long long begin = (blockIdx.x - lists.block_start[t]) * TRAINC_CHUNK;
@@ -62,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(256) trainc_adamw(const AdamWLists 
   const float step = *lists.step[t];
   AdamWScalars s;
   s.lr = *lr_ptr;
-  s.beta1 = beta1, s.beta2 = beta2, s.weight_decay = weight_decay, s.eps = eps;
+  s.beta1 = beta1, s.beta2 = beta2, s.weight_decay = static_cast<float>(lists.weight_decay[t]), s.eps = eps;
   s.step_size = s.lr / (1.0f - powf(beta1, step));
   s.bias_correction2_sqrt = sqrtf(1.0f - powf(beta2, step));
   s.divisor = divisor_ptr != nullptr ? *divisor_ptr : 1.0f;
@@ -123,13 +125,14 @@ bool adamw_kernel_takes(at::TensorList params, at::TensorList grads, at::TensorL
 }
 
 void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                         at::TensorList steps, const at::Tensor& learning_rate, double beta1, double beta2, double weight_decay,
-                         double eps, const at::Tensor& grad_divisor) {
+                         at::TensorList steps, const at::Tensor& learning_rate, double beta1, double beta2,
+                         at::ArrayRef<double> weight_decays, double eps, const at::Tensor& grad_divisor) {
   TRAINC_CHECK(adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate, grad_divisor),
                "adamw_kernel_update: tensors the kernel does not take (adamw_kernel_takes says which it does)");
+  TRAINC_CHECK(weight_decays.size() == params.size(), "adamw_kernel_update: one weight decay per parameter");
   const void* lr_data = learning_rate.data_ptr();
   const void* divisor_data = grad_divisor.defined() ? grad_divisor.data_ptr() : nullptr;
-  float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2), wd = static_cast<float>(weight_decay), e = static_cast<float>(eps);
+  float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2), e = static_cast<float>(eps);
   for (std::size_t first = 0; first < params.size(); first += kTensorsPerLaunch) {
     AdamWLists lists{};
     const std::size_t count = std::min<std::size_t>(kTensorsPerLaunch, params.size() - first);
@@ -141,6 +144,7 @@ void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::Tensor
       lists.exp_avg[k] = exp_avgs[i].data_ptr<float>();
       lists.exp_avg_sq[k] = exp_avg_sqs[i].data_ptr<float>();
       lists.step[k] = steps[i].data_ptr<float>();
+      lists.weight_decay[k] = weight_decays[i];
       lists.numel[k] = params[i].numel();
       lists.block_start[k] = blocks;
       blocks += (params[i].numel() + kChunk - 1) / kChunk;
@@ -148,7 +152,7 @@ void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::Tensor
     lists.block_start[count] = blocks;
     lists.count = static_cast<long long>(count);
     if (blocks == 0) continue;
-    void* parameters[] = {&lists, &lr_data, &divisor_data, &b1, &b2, &wd, &e};
+    void* parameters[] = {&lists, &lr_data, &divisor_data, &b1, &b2, &e};
     kernels().launch(0, blocks, kBlock, parameters);
   }
 }

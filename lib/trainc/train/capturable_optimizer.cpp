@@ -33,29 +33,62 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   const torch::Tensor loss = closure_loss(closure);
   const at::Tensor grad_divisor = coefficient.defined() ? coefficient.to(at::kFloat).reciprocal() : at::Tensor();
+  // Each group's tensors that have gradients, and all of them for trainc's kernel, which takes a
+  // weight decay per parameter: one launch for every group where their betas and eps agree.
+  struct GroupTensors {
+    const torch::optim::AdamWOptions* options;
+    std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+  };
+  std::vector<GroupTensors> groups;
+  GroupTensors all{nullptr, {}, {}, {}, {}, {}};
+  std::vector<double> weight_decays;
+  bool one_launch = adamw_kernel_;
   for (auto& group : param_groups()) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
     TRAINC_CHECK(!options.amsgrad(), "CapturableAdamW does not implement amsgrad");
-    std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    GroupTensors tensors{&options, {}, {}, {}, {}, {}};
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       auto& state = adamw_state(state_, p);
       at::Tensor& step = steps_[p.unsafeGetTensorImpl()];
       if (!step.defined()) step = at::full({}, static_cast<double>(state.step()), p.options().dtype(at::kFloat));
-      params.push_back(p);
-      grads.push_back(p.grad());
-      exp_avgs.push_back(state.exp_avg());
-      exp_avg_sqs.push_back(state.exp_avg_sq());
-      steps.push_back(step);
+      for (GroupTensors* into : {&tensors, &all}) {
+        into->params.push_back(p);
+        into->grads.push_back(p.grad());
+        into->exp_avgs.push_back(state.exp_avg());
+        into->exp_avg_sqs.push_back(state.exp_avg_sq());
+        into->steps.push_back(step);
+      }
+      weight_decays.push_back(options.weight_decay());
     }
-    if (params.empty()) continue;
+    if (tensors.params.empty()) continue;
+    if (!groups.empty()) {
+      const torch::optim::AdamWOptions& first = *groups.front().options;
+      one_launch = one_launch && options.betas() == first.betas() && options.eps() == first.eps();
+    }
+    groups.push_back(std::move(tensors));
+  }
+  if (groups.empty()) return loss;
+  at::_foreach_add_(all.steps, 1.0);
+  // On a GPU, trainc's kernel, which leaves the gradients unwritten (train/adamw_kernel), else ATen's.
+  if (one_launch && adamw_kernel_takes(all.params, all.grads, all.exp_avgs, all.exp_avg_sqs, all.steps, learning_rate_, grad_divisor)) {
+    const auto& options = *groups.front().options;
+    adamw_kernel_update(all.params, all.grads, all.exp_avgs, all.exp_avg_sqs, all.steps, learning_rate_, std::get<0>(options.betas()),
+                        std::get<1>(options.betas()), weight_decays, options.eps(), grad_divisor);
+    return loss;
+  }
+  for (GroupTensors& group : groups) {
+    const auto& options = *group.options;
     const double beta1 = std::get<0>(options.betas());
     const double beta2 = std::get<1>(options.betas());
-    at::_foreach_add_(steps, 1.0);
-    // On a GPU, trainc's kernel, which leaves the gradients unwritten (train/adamw_kernel), else ATen's.
+    std::vector<at::Tensor>& params = group.params;
+    std::vector<at::Tensor>& grads = group.grads;
+    std::vector<at::Tensor>& exp_avgs = group.exp_avgs;
+    std::vector<at::Tensor>& exp_avg_sqs = group.exp_avg_sqs;
+    const std::vector<at::Tensor>& steps = group.steps;
     if (adamw_kernel_ && adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, grad_divisor)) {
-      adamw_kernel_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2, options.weight_decay(), options.eps(),
-                          grad_divisor);
+      adamw_kernel_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2,
+                          std::vector<double>(params.size(), options.weight_decay()), options.eps(), grad_divisor);
       continue;
     }
     if (fused_adamw_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2, options.weight_decay(),

@@ -11,7 +11,7 @@ namespace {
 
 constexpr int kBlock = 256;
 constexpr int64_t kChunk = 16384;  // elements a block sums: 16 float4 groups a thread
-constexpr int kTensorsPerLaunch = 32;
+constexpr int kTensorsPerLaunch = 128;  // the lists below stay under 4 KB of kernel parameters
 constexpr int kFinishBlock = 1024;
 
 // One launch's gradients, passed by value. Every field is 8 bytes, so the host's layout and the
