@@ -65,8 +65,12 @@ std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector
     group.casts.push_back(&cast);
   }
   std::vector<ir::ValueId> computed;
-  // The side stream's first: it then waits for nothing of this program.
-  for (auto it = groups.rbegin(); it != groups.rend(); ++it) {
+  // The main stream's first (false sorts first), the side stream's after them: a side copy starts
+  // after what the main stream queued before it, so the first layers' casts have the GPU to
+  // themselves. Queued the other way round, on the small GPT, the main stream's copy (3.2M
+  // elements) started 12 us after the table's and took 26 us beside it, and the forward began 40 us
+  // into the step; the table's is read only at the forward's end.
+  for (auto it = groups.begin(); it != groups.end(); ++it) {
     const bool on_side = it->first.first;
     const at::ScalarType dtype = ir::to_scalar_type(it->first.second);
     Group& group = it->second;

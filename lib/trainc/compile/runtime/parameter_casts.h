@@ -12,7 +12,7 @@
 // A cast of a saved activation in the backward stays at its step. So do casts whose input is not
 // contiguous at run time. Given a side stream (a CUDA graph's capture), the large ones without
 // views after them (a tied embedding's table, which only the head reads, at the forward's end) run
-// there, beside the steps before their first reader.
+// there, after the main stream's casts and beside the steps before their first reader.
 #pragma once
 
 #include <ATen/ATen.h>
