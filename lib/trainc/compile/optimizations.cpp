@@ -24,7 +24,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::gemm_algorithms, "gemm_algorithms"},       {Optimization::gelu_epilogue, "gelu_epilogue"},
       {Optimization::gelu_grad_epilogue, "gelu_grad_epilogue"}, {Optimization::grad_norm_kernel, "grad_norm_kernel"},
       {Optimization::graph_memsets, "graph_memsets"},
-      {Optimization::side_stream, "side_stream"},
+      {Optimization::side_stream, "side_stream"},               {Optimization::cast_kernel, "cast_kernel"},
   };
   return names;
 }

@@ -52,12 +52,14 @@ enum class Optimization {
                         // product for the backward (passes/gelu_epilogue)
   gelu_grad_epilogue,   // planner, GPU: that GELU's backward applied by the epilogue of the GEMM that makes the GELU's
                         // incoming gradient (passes/gelu_grad_epilogue)
-  grad_norm_kernel,     // GPU: gradient clipping's global norm and coefficient by trainc's kernels, ceil(n / 32) + 1
+  grad_norm_kernel,     // GPU: gradient clipping's global norm and coefficient by trainc's kernels, ceil(n / 128) + 1
                         // launches, instead of ATen's ten (train/grad_norm_kernel)
   graph_memsets,        // GPU: a captured step's small memset nodes (cuBLASLt's, cuDNN's) made kernel nodes, after
                         // which the next kernel starts sooner (runtime/graph_memsets)
   side_stream,          // inductor, GPU: a captured program's ATen steps that only its outputs wait for (a backward's
                         // weight gradients) recorded on a second stream, overlapping the rest (passes/stream_plan)
+  cast_kernel,          // inductor, GPU: grouped_casts' float32 -> bf16 copies by trainc's multi-tensor kernel, 4096
+                        // elements a block, instead of ATen's foreach copy, 65536 (runtime/cast_kernel)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -4,6 +4,8 @@
 #include <map>
 
 #include "trainc/compat/torch_compat.h"
+#include "trainc/compile/optimizations.h"
+#include "trainc/compile/runtime/cast_kernel.h"
 #include "trainc/compile/runtime/aten_executor.h"
 
 namespace trainc {
@@ -76,7 +78,11 @@ std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector
     Group& group = it->second;
     const auto copy = [&] {
       for (const at::Tensor& source : group.sources) group.destinations.push_back(at::empty(source.sizes(), source.options().dtype(dtype)));
-      foreach_copy_(group.destinations, group.sources);
+      if (optimization_enabled(Optimization::cast_kernel) && bf16_cast_kernel_takes(group.destinations, group.sources)) {
+        bf16_cast_kernel(group.destinations, group.sources);
+      } else {
+        foreach_copy_(group.destinations, group.sources);
+      }
     };
     if (on_side) {
       side->run(copy);

@@ -2,7 +2,8 @@
 //
 // A program's casts of float32 inputs into bf16 or float16 (autocast's weights and biases, directly
 // or through permutes and reshapes) run together, before the program's first step, as one
-// multi-tensor copy per target dtype (foreach_copy_) instead of one ATen kernel each where the
+// multi-tensor copy per target dtype (foreach_copy_, or on a GPU for bf16 trainc's kernel with more
+// blocks, runtime/cast_kernel) instead of one ATen kernel each where the
 // program reads them: GPT-2's forward has 98 of them, each a launch of a few microseconds, in a
 // CUDA graph too. Each cast is the whole input converted in its own memory order with the same
 // views applied after, which is what ATen's cast of the view gives (it keeps the view's strides).
