@@ -28,6 +28,7 @@ struct AdamWLists {
   long long count;
 };
 static_assert(sizeof(AdamWLists) == 8 * (8 * kTensorsPerLaunch + 2), "AdamWLists must have no padding, as the kernel's");
+static_assert(sizeof(AdamWLists) <= 4096, "a kernel's parameters past 4 KB need CUDA 12.1 or later");
 
 // The kernel's source after the host's constants (so the two cannot disagree).
 constexpr const char* kKernels = R"(

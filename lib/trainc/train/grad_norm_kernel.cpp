@@ -24,6 +24,7 @@ struct NormLists {
   long long first_partial;  // where this launch's blocks write their sums
 };
 static_assert(sizeof(NormLists) == 8 * (3 * kTensorsPerLaunch + 3), "NormLists must have no padding, as the kernel's");
+static_assert(sizeof(NormLists) <= 4096, "a kernel's parameters past 4 KB need CUDA 12.1 or later");
 
 // After the generated kernels' prelude (k_block_reduce) and the host's constants (so the two
 // cannot disagree).

@@ -1,6 +1,7 @@
 #include "trainc/compile/runtime/cast_kernel.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "trainc/common/error.h"
@@ -11,7 +12,7 @@ namespace {
 
 constexpr int kBlock = 256;
 constexpr int64_t kChunk = 4096;         // elements a block converts: 2 groups of 8 a thread
-constexpr int kTensorsPerLaunch = 128;   // the lists below stay under 4 KB of kernel parameters
+constexpr int kTensorsPerLaunch = 127;   // the lists below stay within 4 KB of kernel parameters
 
 // One launch's tensors, passed by value. Every field is 8 bytes, so the host's layout and the
 // kernel's are the same without padding rules to agree on.
@@ -23,6 +24,7 @@ struct CastLists {
   long long count;
 };
 static_assert(sizeof(CastLists) == 8 * (4 * kTensorsPerLaunch + 2), "CastLists must have no padding, as the kernel's");
+static_assert(sizeof(CastLists) <= 4096, "a kernel's parameters past 4 KB need CUDA 12.1 or later");
 
 // After the generated kernels' prelude (k_load8, k_store8, k_bf16_store) and the host's constants.
 constexpr const char* kKernels = R"(

@@ -6,7 +6,7 @@
 // the small GPT's layer weights (3.2M elements in 50 tensors) were about 60 blocks on 132 SMs and
 // took 26 us, where the bytes take a few. Here each block converts 4,096 elements, 8 at a time
 // (two 16-byte loads, one 16-byte store), rounding to nearest even as ATen's cast does on a GPU.
-// Each launch takes up to 128 tensors, passed by value with the launch.
+// Each launch takes up to 127 tensors, passed by value with the launch.
 #pragma once
 
 #include <ATen/ATen.h>
