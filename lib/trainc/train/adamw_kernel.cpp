@@ -1,6 +1,5 @@
 #include "trainc/train/adamw_kernel.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -134,28 +133,22 @@ void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::Tensor
   const void* lr_data = learning_rate.data_ptr();
   const void* divisor_data = grad_divisor.defined() ? grad_divisor.data_ptr() : nullptr;
   float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2), e = static_cast<float>(eps);
-  for (std::size_t first = 0; first < params.size(); first += kTensorsPerLaunch) {
-    AdamWLists lists{};
-    const std::size_t count = std::min<std::size_t>(kTensorsPerLaunch, params.size() - first);
-    long long blocks = 0;
-    for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t i = first + k;
-      lists.param[k] = params[i].data_ptr<float>();
-      lists.grad[k] = grads[i].data_ptr<float>();
-      lists.exp_avg[k] = exp_avgs[i].data_ptr<float>();
-      lists.exp_avg_sq[k] = exp_avg_sqs[i].data_ptr<float>();
-      lists.step[k] = steps[i].data_ptr<float>();
-      lists.weight_decay[k] = weight_decays[i];
-      lists.numel[k] = params[i].numel();
-      lists.block_start[k] = blocks;
-      blocks += (params[i].numel() + kChunk - 1) / kChunk;
-    }
-    lists.block_start[count] = blocks;
-    lists.count = static_cast<long long>(count);
-    if (blocks == 0) continue;
-    void* parameters[] = {&lists, &lr_data, &divisor_data, &b1, &b2, &e};
-    kernels().launch(0, blocks, kBlock, parameters);
-  }
+  launch_tensor_chunks<AdamWLists>(
+      params.size(), kChunk,
+      [&](AdamWLists& lists, std::size_t k, std::size_t i) {
+        lists.param[k] = params[i].data_ptr<float>();
+        lists.grad[k] = grads[i].data_ptr<float>();
+        lists.exp_avg[k] = exp_avgs[i].data_ptr<float>();
+        lists.exp_avg_sq[k] = exp_avg_sqs[i].data_ptr<float>();
+        lists.step[k] = steps[i].data_ptr<float>();
+        lists.weight_decay[k] = weight_decays[i];
+        return params[i].numel();
+      },
+      [&](AdamWLists& lists, long long blocks) {
+        if (blocks == 0) return;
+        void* parameters[] = {&lists, &lr_data, &divisor_data, &b1, &b2, &e};
+        kernels().launch(0, blocks, kBlock, parameters);
+      });
 }
 
 }  // namespace trainc

@@ -103,25 +103,20 @@ NormAndCoefficient grad_norm_kernel(at::TensorList grads, double max_norm) {
   at::Tensor partials = at::empty({std::max<long long>(partial_count, 1)}, options);
   at::Tensor norm = at::empty({}, options), coefficient = at::empty({}, options);
   long long first_partial = 0;
-  for (std::size_t first = 0; first < grads.size(); first += kTensorsPerLaunch) {
-    NormLists lists{};
-    const std::size_t count = std::min<std::size_t>(kTensorsPerLaunch, grads.size() - first);
-    long long blocks = 0;
-    for (std::size_t k = 0; k < count; ++k) {
-      lists.grad[k] = grads[first + k].data_ptr<float>();
-      lists.numel[k] = grads[first + k].numel();
-      lists.block_start[k] = blocks;
-      blocks += chunks_of(grads[first + k]);
-    }
-    lists.block_start[count] = blocks;
-    lists.count = static_cast<long long>(count);
-    lists.first_partial = first_partial;
-    first_partial += blocks;
-    if (blocks == 0) continue;
-    void* partials_data = partials.data_ptr();
-    void* parameters[] = {&lists, &partials_data};
-    kernels().launch(kSquareSums, blocks, kBlock, parameters);
-  }
+  launch_tensor_chunks<NormLists>(
+      grads.size(), kChunk,
+      [&](NormLists& lists, std::size_t k, std::size_t i) {
+        lists.grad[k] = grads[i].data_ptr<float>();
+        return grads[i].numel();
+      },
+      [&](NormLists& lists, long long blocks) {
+        lists.first_partial = first_partial;
+        first_partial += blocks;
+        if (blocks == 0) return;
+        void* partials_data = partials.data_ptr();
+        void* parameters[] = {&lists, &partials_data};
+        kernels().launch(kSquareSums, blocks, kBlock, parameters);
+      });
   const void* partials_data = partials.data_ptr();
   float max_norm_f = static_cast<float>(max_norm);
   void* norm_data = norm.data_ptr();

@@ -12,7 +12,8 @@ Graph head_weight_grad_to_float(const Graph& graph) {
   for (ValueId id = 0; id < graph.size(); ++id) {
     for (ValueId in : graph.node(id).inputs) reader[static_cast<std::size_t>(in)] = id;
   }
-  const auto read_once = [&](ValueId id) { return uses[static_cast<std::size_t>(id)] == 1; };
+  // The one step that reads `v`, or -1 (read by several, or only as an output).
+  const auto only_reader = [&](ValueId v) { return uses[static_cast<std::size_t>(v)] == 1 ? reader[static_cast<std::size_t>(v)] : ValueId{-1}; };
   // The rewritten heads, and the embedding_grad_add each one's chain of views ends in.
   std::set<ValueId> heads, widenings;
   for (ValueId id = 0; id < graph.size(); ++id) {
@@ -21,8 +22,6 @@ Graph head_weight_grad_to_float(const Graph& graph) {
         !is_half_precision(node.type.dtype)) {
       continue;
     }
-    // The one step that reads `v`, or -1 (read by several, or only as an output).
-    const auto only_reader = [&](ValueId v) { return read_once(v) ? reader[static_cast<std::size_t>(v)] : ValueId{-1}; };
     ValueId end = id;
     while (only_reader(end) >= 0 && (graph.node(only_reader(end)).op == Op::slice || graph.node(only_reader(end)).op == Op::reshape)) {
       end = only_reader(end);

@@ -1,6 +1,5 @@
 #include "trainc/compile/runtime/cast_kernel.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -81,24 +80,18 @@ bool bf16_cast_kernel_takes(at::TensorList destinations, at::TensorList sources)
 void bf16_cast_kernel(at::TensorList destinations, at::TensorList sources) {
   TRAINC_CHECK(bf16_cast_kernel_takes(destinations, sources),
                "bf16_cast_kernel: tensors the kernel does not take (bf16_cast_kernel_takes says which it does)");
-  for (std::size_t first = 0; first < sources.size(); first += kTensorsPerLaunch) {
-    CastLists lists{};
-    const std::size_t count = std::min<std::size_t>(kTensorsPerLaunch, sources.size() - first);
-    long long blocks = 0;
-    for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t i = first + k;
-      lists.source[k] = sources[i].data_ptr<float>();
-      lists.destination[k] = reinterpret_cast<uint16_t*>(destinations[i].data_ptr());
-      lists.numel[k] = sources[i].numel();
-      lists.block_start[k] = blocks;
-      blocks += (sources[i].numel() + kChunk - 1) / kChunk;
-    }
-    lists.block_start[count] = blocks;
-    lists.count = static_cast<long long>(count);
-    if (blocks == 0) continue;
-    void* parameters[] = {&lists};
-    kernels().launch(0, blocks, kBlock, parameters);
-  }
+  launch_tensor_chunks<CastLists>(
+      sources.size(), kChunk,
+      [&](CastLists& lists, std::size_t k, std::size_t i) {
+        lists.source[k] = sources[i].data_ptr<float>();
+        lists.destination[k] = reinterpret_cast<uint16_t*>(destinations[i].data_ptr());
+        return sources[i].numel();
+      },
+      [](CastLists& lists, long long blocks) {
+        if (blocks == 0) return;
+        void* parameters[] = {&lists};
+        kernels().launch(0, blocks, kBlock, parameters);
+      });
 }
 
 }  // namespace trainc

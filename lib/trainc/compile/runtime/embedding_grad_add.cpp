@@ -81,11 +81,9 @@ at::Tensor embedding_grad_add(const at::Tensor& base, const at::Tensor& grad, co
     if (!in_place) table.copy_(base);
     return table.index_add_(0, flat_indices, rows);
   }
-  if (in_place) {
-    // The rows go straight into the base.
-  } else if (base.scalar_type() == at::kFloat) {
+  if (!in_place && base.scalar_type() == at::kFloat) {
     table.copy_(base);
-  } else if (int64_t groups = base.numel() / 8; groups > 0) {
+  } else if (int64_t groups = base.numel() / 8; !in_place && groups > 0) {
     void* in = base.data_ptr();
     void* out = table.data_ptr();
     void* parameters[] = {&in, &out, &groups};

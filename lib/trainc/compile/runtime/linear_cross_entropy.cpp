@@ -79,16 +79,15 @@ at::Tensor unscaled_dlogits(const at::Tensor& wide, const at::Tensor& picked, do
 }  // namespace
 
 void head_product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, int algorithm) {
+  at::Tensor target = out;  // the same tensor, writable
   if (out.scalar_type() != a.scalar_type()) {
     // A float32 product of half-precision operands: ATen's mm writes only the operands' dtype, so
     // the default is cuBLASLt's first-ranked algorithm, and where that cannot run (the CPU, a
     // product first met inside a capture) matmul_to_float's, copied in.
-    if (lt_matmul_out(out, a, b, at::Tensor(), std::max(algorithm, 0))) return;
-    const_cast<at::Tensor&>(out).copy_(matmul_to_float(a, b));
+    if (!lt_matmul_out(out, a, b, at::Tensor(), std::max(algorithm, 0))) target.copy_(matmul_to_float(a, b));
     return;
   }
   if (algorithm >= 0 && lt_matmul_out(out, a, b, at::Tensor(), algorithm)) return;
-  at::Tensor target = out;
   at::mm_out(target, a, b);
 }
 

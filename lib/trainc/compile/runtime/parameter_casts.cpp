@@ -23,7 +23,8 @@ bool large(const ir::Graph& graph, ir::ValueId cast) {
 
 }  // namespace
 
-ParameterCasts::ParameterCasts(const ir::Graph& graph, const std::vector<ir::ValueId>& aten_values) {
+ParameterCasts::ParameterCasts(const ir::Graph& graph, const std::vector<ir::ValueId>& aten_values)
+    : cast_kernel_(optimization_enabled(Optimization::cast_kernel)) {
   for (ir::ValueId id : aten_values) {
     const ir::Node& node = graph.node(id);
     if (node.op != ir::Op::cast || !ir::is_half_precision(node.type.dtype)) continue;
@@ -72,13 +73,12 @@ std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector
   // themselves. Queued the other way round, on the small GPT, the main stream's copy (3.2M
   // elements) started 12 us after the table's and took 26 us beside it, and the forward began 40 us
   // into the step; the table's is read only at the forward's end.
-  for (auto it = groups.begin(); it != groups.end(); ++it) {
-    const bool on_side = it->first.first;
-    const at::ScalarType dtype = ir::to_scalar_type(it->first.second);
-    Group& group = it->second;
+  for (auto& [stream_and_dtype, group] : groups) {
+    const bool on_side = stream_and_dtype.first;
+    const at::ScalarType dtype = ir::to_scalar_type(stream_and_dtype.second);
     const auto copy = [&] {
       for (const at::Tensor& source : group.sources) group.destinations.push_back(at::empty(source.sizes(), source.options().dtype(dtype)));
-      if (optimization_enabled(Optimization::cast_kernel) && bf16_cast_kernel_takes(group.destinations, group.sources)) {
+      if (cast_kernel_ && bf16_cast_kernel_takes(group.destinations, group.sources)) {
         bf16_cast_kernel(group.destinations, group.sources);
       } else {
         foreach_copy_(group.destinations, group.sources);

@@ -49,6 +49,7 @@ class ParameterCasts {
     std::vector<ir::ValueId> views;   // the views between them, input side first
   };
   std::vector<Cast> casts_;
+  bool cast_kernel_ = false;  // bf16 casts by runtime/cast_kernel where it takes them (switch cast_kernel)
 };
 
 }  // namespace trainc
