@@ -1,5 +1,5 @@
 // trainc's AdamW kernel (train/adamw_kernel) against ATen's fused AdamW on the GPU: 70 parameters
-// (two launches of up to 60) of sizes that leave partial chunks and partial 4-element groups, and
+// (two launches of up to 56) of sizes that leave partial chunks and partial 4-element groups, and
 // an empty one, over 5 steps, every seventh without weight decay and the others with (ATen's update
 // run for each of the two sets), with and without a gradient divisor. Parameters and
 // moments agree within 1e-6 of the largest element (ATen rounds a few products through float64),
@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <vector>
 
 #include "support/numerics.h"
@@ -95,4 +96,43 @@ TEST_CASE("trainc's AdamW kernel updates as ATen's fused AdamW and leaves the gr
   AdamWState half = fresh_state({64});
   half.params[0] = half.params[0].to(torch::kHalf);
   CHECK_FALSE(adamw_kernel_takes(half.params, half.grads, half.exp_avgs, half.exp_avg_sqs, half.steps, learning_rate, at::Tensor()));
+}
+
+TEST_CASE("trainc's AdamW kernel writes bf16 shadows of the parameters it updates, rounded as ATen's cast", "[cuda]") {
+  // 70 parameters (two launches of up to 56) with partial chunks and partial 4-element groups; every
+  // third without a shadow. The parameters must come out exactly as without shadows, and each
+  // shadow must be its updated parameter cast by ATen, bit for bit.
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < 70; ++i) sizes.push_back(i == 7 ? 0 : (i * 7919) % 40000 + (i % 5));
+  const std::vector<double> weight_decays(sizes.size(), 0.1);
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const at::Tensor learning_rate = torch::full({}, 3e-3, cuda);
+  AdamWState with = fresh_state(sizes);
+  AdamWState without = copy_of(with);
+  std::vector<at::Tensor> shadows(sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    // Filled with NaN so a shadow the kernel misses (or writes past) shows.
+    if (i % 3 != 0) shadows[i] = torch::full({sizes[i]}, std::nan(""), cuda.dtype(torch::kBFloat16));
+  }
+  for (int step = 0; step < 3; ++step) {
+    at::_foreach_add_(with.steps, 1.0);
+    at::_foreach_add_(without.steps, 1.0);
+    adamw_kernel_update(with.params, with.grads, with.exp_avgs, with.exp_avg_sqs, with.steps, learning_rate, 0.9, 0.95, weight_decays,
+                        1e-8, at::Tensor(), shadows);
+    adamw_kernel_update(without.params, without.grads, without.exp_avgs, without.exp_avg_sqs, without.steps, learning_rate, 0.9, 0.95,
+                        weight_decays, 1e-8, at::Tensor());
+  }
+  CHECK(torch::equal(flat(with.params), flat(without.params)));
+  CHECK(torch::equal(flat(with.exp_avg_sqs), flat(without.exp_avg_sqs)));
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (!shadows[i].defined()) continue;
+    INFO("parameter " << i << " of " << sizes[i] << " elements");
+    CHECK(torch::equal(shadows[i], with.params[i].to(torch::kBFloat16)));
+  }
+  // A shadow of another shape or dtype is refused.
+  std::vector<at::Tensor> wrong(sizes.size());
+  wrong[1] = torch::zeros({sizes[1] + 1}, cuda.dtype(torch::kBFloat16));
+  CHECK_THROWS_WITH(adamw_kernel_update(with.params, with.grads, with.exp_avgs, with.exp_avg_sqs, with.steps, learning_rate, 0.9, 0.95,
+                                        weight_decays, 1e-8, at::Tensor(), wrong),
+                    Catch::Contains("shadow 1"));
 }

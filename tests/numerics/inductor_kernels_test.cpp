@@ -16,6 +16,7 @@
 #include "trainc/compile/backends/inductor.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/parameter_casts.h"
+#include "trainc/compile/runtime/parameter_shadows.h"
 
 using namespace trainc;
 using namespace trainc::ir;
@@ -341,4 +342,93 @@ TEST_CASE("casts of float32 inputs into bf16 and f16 run together before the fir
   const ValueId sum = computed_cast.add(Op::add, {computed_cast.add_input("a", {DType::f32, {4}}), computed_cast.add_input("c", {DType::f32, {4}})});
   computed_cast.mark_output(computed_cast.add(Op::cast, {sum}, to_bf16));
   CHECK(ParameterCasts(computed_cast, {computed_cast.outputs()[0]}).size() == 0);
+}
+
+TEST_CASE("casts of tracked parameters read their bf16 shadows, cast again only when stale", "[numerics][inductor]") {
+  //   cast(permute(w)) -> matmul(x, .), and a head's weight cast(table) -> linear_cross_entropy, whose
+  //   shadow lives in a buffer padded to the head's 128 rows (70 rounded up to 64s)
+  Graph graph;
+  const ValueId w = graph.add_input("w", {DType::f32, {5, 8}});
+  const ValueId table = graph.add_input("table", {DType::f32, {70, 8}});
+  const ValueId x = graph.add_input("x", {DType::bf16, {6, 8}});
+  const ValueId targets = graph.add_input("targets", {DType::i64, {6}});
+  Attributes to_bf16, head;
+  to_bf16.dtype = DType::bf16;
+  head.dtype = DType::f32;
+  const ValueId w16t = graph.add(Op::cast, {graph.add(Op::permute, {w}, ints({1, 0}))}, to_bf16);
+  const ValueId table16 = graph.add(Op::cast, {table}, to_bf16);
+  graph.mark_output(graph.add(Op::matmul, {x, w16t}));
+  graph.mark_output(w16t);
+  graph.mark_output(table16);
+  graph.mark_output(graph.add(Op::linear_cross_entropy, {x, table16, targets}, head));
+  verify(graph);
+  InductorReport report;
+  const auto program = build_fused_program(graph, test::test_compiler_settings(), report, test_device());
+  const auto options = torch::TensorOptions().device(test_device());
+  const at::Tensor weight = torch::randn({5, 8}, options), table_weight = torch::randn({70, 8}, options);
+  ParameterShadows& shadows = ParameterShadows::instance();
+  shadows.track({weight, table_weight});
+  const auto check_run = [&](const std::string& when) {
+    INFO(when);
+    const std::vector<at::Tensor> inputs = {weight, table_weight, torch::randn({6, 8}, options).to(torch::kBFloat16),
+                                            torch::randint(0, 70, {6}, options.dtype(torch::kLong))};
+    const std::vector<at::Tensor> expected = execute_with_aten(graph, inputs);
+    const std::vector<at::Tensor> got = program->run(inputs);
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("output " << i);
+      CHECK(got[i].strides() == expected[i].strides());
+      CHECK(torch::equal(got[i], expected[i]));
+    }
+    return got;
+  };
+  // The first run makes the shadows and casts into them: the returned casts are views of them.
+  std::vector<at::Tensor> got = check_run("first run");
+  const std::vector<at::Tensor> made = shadows.shadows_to_update({weight, table_weight});
+  REQUIRE(made[0].defined());
+  REQUIRE(made[1].defined());
+  CHECK(got[1].data_ptr() == made[0].data_ptr());
+  CHECK(got[2].data_ptr() == made[1].data_ptr());
+  const at::Tensor base = shadows.padded_base(made[1], 128);
+  REQUIRE(base.defined());
+  CHECK(base.sizes() == at::IntArrayRef({128, 8}));
+  CHECK(torch::equal(base.narrow(0, 70, 58), torch::zeros({58, 8}, options.dtype(torch::kBFloat16))));
+  CHECK_FALSE(shadows.padded_base(made[1], 64).defined());
+  CHECK_FALSE(shadows.padded_base(made[1].narrow(0, 0, 69), 128).defined());
+  CHECK_FALSE(shadows.padded_base(made[0], 64).defined());
+  // A write in place advances the parameter's version: its shadow is cast again.
+  {
+    torch::NoGradGuard no_grad;
+    weight.mul_(-2.0);
+    table_weight.add_(0.5);
+  }
+  check_run("after writes in place");
+  // A write its version counter does not see (through .data()) needs mark_stale ...
+  weight.data().add_(1.0);
+  got = program->run({weight, table_weight, torch::randn({6, 8}, options).to(torch::kBFloat16),
+                      torch::randint(0, 70, {6}, options.dtype(torch::kLong))});
+  CHECK_FALSE(torch::equal(got[1], weight.t().to(torch::kBFloat16)));  // the shadow as it was: fresh by its record
+  shadows.mark_stale({weight});
+  check_run("marked stale");
+  // ... and an update that writes parameter and shadow together reports it: the shadow is read
+  // as written, not cast again (here written different from the parameter, to tell).
+  weight.data().add_(1.0);
+  made[0].copy_(weight.to(torch::kBFloat16) + 1.0);
+  shadows.updated({weight});
+  got = program->run({weight, table_weight, torch::randn({6, 8}, options).to(torch::kBFloat16),
+                      torch::randint(0, 70, {6}, options.dtype(torch::kLong))});
+  CHECK(torch::equal(got[1], (weight.to(torch::kBFloat16) + 1.0).t()));
+  // An untracked parameter's cast is its own tensor.
+  const at::Tensor other = torch::randn({5, 8}, options);
+  CHECK_FALSE(shadows.tracked(other));
+  got = program->run({other, table_weight, torch::randn({6, 8}, options).to(torch::kBFloat16),
+                      torch::randint(0, 70, {6}, options.dtype(torch::kLong))});
+  CHECK(got[1].data_ptr() != made[0].data_ptr());
+  CHECK(torch::equal(got[1], other.t().to(torch::kBFloat16)));
+  // Nor is an untracked one's (an optimizer whose update does not write the shadows).
+  shadows.untrack({table_weight});
+  CHECK_FALSE(shadows.tracked(table_weight));
+  shadows.mark_stale({weight});  // its shadow as written above differs from it
+  got = check_run("table untracked");
+  CHECK(got[2].data_ptr() != made[1].data_ptr());
 }

@@ -25,6 +25,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::gelu_grad_epilogue, "gelu_grad_epilogue"}, {Optimization::grad_norm_kernel, "grad_norm_kernel"},
       {Optimization::graph_memsets, "graph_memsets"},
       {Optimization::side_stream, "side_stream"},               {Optimization::cast_kernel, "cast_kernel"},
+      {Optimization::parameter_shadows, "parameter_shadows"},
   };
   return names;
 }

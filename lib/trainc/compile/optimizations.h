@@ -60,6 +60,9 @@ enum class Optimization {
                         // weight gradients) recorded on a second stream, overlapping the rest (passes/stream_plan)
   cast_kernel,          // inductor, GPU: grouped_casts' float32 -> bf16 copies by trainc's multi-tensor kernel, 4096
                         // elements a block, instead of ATen's foreach copy, 65536 (runtime/cast_kernel)
+  parameter_shadows,    // GPU, trainc's AdamW kernel: parameters' bf16 copies written by the update and read by the
+                        // next step's programs instead of cast at its start, the head's in its padded buffer
+                        // (runtime/parameter_shadows)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

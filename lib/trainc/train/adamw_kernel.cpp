@@ -11,7 +11,7 @@ namespace {
 
 constexpr int kBlock = 256;
 constexpr int64_t kChunk = 16384;  // elements a block updates: 16 float4 groups a thread
-constexpr int kTensorsPerLaunch = 60;  // the lists below stay under 4 KB of kernel parameters
+constexpr int kTensorsPerLaunch = 56;  // the lists below stay under 4 KB of kernel parameters
 
 // One launch's tensors, passed by value. Every field is 8 bytes, so the host's layout and the
 // kernel's are the same without padding rules to agree on.
@@ -21,12 +21,13 @@ struct AdamWLists {
   float* exp_avg[kTensorsPerLaunch];
   float* exp_avg_sq[kTensorsPerLaunch];
   const float* step[kTensorsPerLaunch];
+  uint16_t* shadow[kTensorsPerLaunch];  // the parameter's bf16 copy, or null
   double weight_decay[kTensorsPerLaunch];
   long long numel[kTensorsPerLaunch];
   long long block_start[kTensorsPerLaunch + 1];  // tensor t's chunks are blocks [block_start[t], block_start[t + 1])
   long long count;
 };
-static_assert(sizeof(AdamWLists) == 8 * (8 * kTensorsPerLaunch + 2), "AdamWLists must have no padding, as the kernel's");
+static_assert(sizeof(AdamWLists) == 8 * (9 * kTensorsPerLaunch + 2), "AdamWLists must have no padding, as the kernel's");
 static_assert(sizeof(AdamWLists) <= 4096, "a kernel's parameters past 4 KB need CUDA 12.1 or later");
 
 // The kernel's source after the host's constants (so the two cannot disagree).
@@ -38,6 +39,7 @@ struct AdamWLists {
   float* exp_avg[TRAINC_TENSORS];
   float* exp_avg_sq[TRAINC_TENSORS];
   const float* step[TRAINC_TENSORS];
+  uint16_t* shadow[TRAINC_TENSORS];
   double weight_decay[TRAINC_TENSORS];
   long long numel[TRAINC_TENSORS];
   long long block_start[TRAINC_TENSORS + 1];
@@ -72,6 +74,7 @@ extern "C" __global__ void __launch_bounds__(256) trainc_adamw(const AdamWLists 
   const float* grad = lists.grad[t];
   float* exp_avg = lists.exp_avg[t];
   float* exp_avg_sq = lists.exp_avg_sq[t];
+  uint16_t* shadow = lists.shadow[t];
   const long long groups_end = end / 4;  // begin is a multiple of 4; the last chunk may end in a partial group
   for (long long i = begin / 4 + threadIdx.x; i < groups_end; i += blockDim.x) {
     float4 p = reinterpret_cast<float4*>(param)[i];
@@ -85,8 +88,16 @@ extern "C" __global__ void __launch_bounds__(256) trainc_adamw(const AdamWLists 
     reinterpret_cast<float4*>(param)[i] = p;
     reinterpret_cast<float4*>(exp_avg)[i] = m;
     reinterpret_cast<float4*>(exp_avg_sq)[i] = v;
+    if (shadow != nullptr) {
+      const unsigned int low = k_bf16_store(p.x) | (static_cast<unsigned int>(k_bf16_store(p.y)) << 16);
+      const unsigned int high = k_bf16_store(p.z) | (static_cast<unsigned int>(k_bf16_store(p.w)) << 16);
+      reinterpret_cast<uint2*>(shadow)[i] = make_uint2(low, high);
+    }
   }
-  for (long long i = groups_end * 4 + threadIdx.x; i < end; i += blockDim.x) s.update(param[i], grad[i], exp_avg[i], exp_avg_sq[i]);
+  for (long long i = groups_end * 4 + threadIdx.x; i < end; i += blockDim.x) {
+    s.update(param[i], grad[i], exp_avg[i], exp_avg_sq[i]);
+    if (shadow != nullptr) shadow[i] = k_bf16_store(param[i]);
+  }
 }
 )";
 
@@ -103,6 +114,12 @@ bool device_float_scalar(const at::Tensor& t, const at::Device& device) {
 
 bool float_tensor_like(const at::Tensor& t, const at::Tensor& param) {
   return t.device() == param.device() && t.scalar_type() == at::kFloat && t.is_contiguous() && aligned_to_16_bytes(t) && t.numel() == param.numel();
+}
+
+// A parameter's bf16 copy the kernel writes 4 elements at a time.
+bool shadow_takes(const at::Tensor& shadow, const at::Tensor& param) {
+  return shadow.device() == param.device() && shadow.scalar_type() == at::kBFloat16 && shadow.is_contiguous() &&
+         shadow.sizes() == param.sizes() && reinterpret_cast<std::uintptr_t>(shadow.data_ptr()) % 8 == 0;
 }
 
 }  // namespace
@@ -126,10 +143,15 @@ bool adamw_kernel_takes(at::TensorList params, at::TensorList grads, at::TensorL
 
 void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                          at::TensorList steps, const at::Tensor& learning_rate, double beta1, double beta2,
-                         at::ArrayRef<double> weight_decays, double eps, const at::Tensor& grad_divisor) {
+                         at::ArrayRef<double> weight_decays, double eps, const at::Tensor& grad_divisor, at::TensorList shadows) {
   TRAINC_CHECK(adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate, grad_divisor),
                "adamw_kernel_update: tensors the kernel does not take (adamw_kernel_takes says which it does)");
   TRAINC_CHECK(weight_decays.size() == params.size(), "adamw_kernel_update: one weight decay per parameter");
+  TRAINC_CHECK(shadows.empty() || shadows.size() == params.size(), "adamw_kernel_update: one shadow (or none) per parameter");
+  for (std::size_t i = 0; i < shadows.size(); ++i) {
+    TRAINC_CHECK(!shadows[i].defined() || shadow_takes(shadows[i], params[i]),
+                 "adamw_kernel_update: shadow " + std::to_string(i) + " is not a contiguous, 8-byte aligned bf16 tensor of its parameter's shape on its device");
+  }
   const void* lr_data = learning_rate.data_ptr();
   const void* divisor_data = grad_divisor.defined() ? grad_divisor.data_ptr() : nullptr;
   float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2), e = static_cast<float>(eps);
@@ -141,6 +163,7 @@ void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::Tensor
         lists.exp_avg[k] = exp_avgs[i].data_ptr<float>();
         lists.exp_avg_sq[k] = exp_avg_sqs[i].data_ptr<float>();
         lists.step[k] = steps[i].data_ptr<float>();
+        lists.shadow[k] = i < shadows.size() && shadows[i].defined() ? static_cast<uint16_t*>(shadows[i].data_ptr()) : nullptr;
         lists.weight_decay[k] = weight_decays[i];
         return params[i].numel();
       },

@@ -10,7 +10,7 @@
 //   p -= (lr / (1 - b1^step)) * m / (sqrt(v) / sqrt(1 - b2^step) + eps)
 // where ATen rounds a few products through float64: the results agree to a float32 rounding or two.
 // The learning rate, step counts and divisor are read on the device, so the update can be captured
-// in a CUDA graph. Each launch takes up to 60 tensors, each with its own weight decay (the
+// in a CUDA graph. Each launch takes up to 56 tensors, each with its own weight decay (the
 // parameter groups of a step share launches: the small GPT's 52 tensors in two groups are one
 // launch, where one per group of up to 32 tensors were three, 7 us), passed by value with the
 // launch as ATen's multi-tensor kernels pass theirs, so nothing is copied to the device first.
@@ -28,9 +28,11 @@ bool adamw_kernel_takes(at::TensorList params, at::TensorList grads, at::TensorL
 
 // One AdamW step of every parameter (the step counts already advanced), parameter i with weight
 // decay weight_decays[i]; the gradients are divided by `grad_divisor` (0-dim, may be undefined) as
-// they are read, not in place.
+// they are read, not in place. `shadows`, empty or one per parameter: where defined, a contiguous
+// bf16 tensor of the parameter's shape the kernel writes the updated parameter into, rounded as
+// ATen's cast rounds (runtime/parameter_shadows).
 void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                          at::TensorList steps, const at::Tensor& learning_rate, double beta1, double beta2,
-                         at::ArrayRef<double> weight_decays, double eps, const at::Tensor& grad_divisor);
+                         at::ArrayRef<double> weight_decays, double eps, const at::Tensor& grad_divisor, at::TensorList shadows = {});
 
 }  // namespace trainc

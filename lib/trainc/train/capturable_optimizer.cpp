@@ -4,6 +4,7 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/torch_compat.h"
+#include "trainc/compile/runtime/parameter_shadows.h"
 #include "trainc/train/adamw_kernel.h"
 #include "trainc/train/foreach_adamw.h"
 
@@ -21,6 +22,19 @@ void write_learning_rate(at::Tensor& tensor, double learning_rate, std::vector<t
 }
 
 }  // namespace
+
+CapturableAdamW::CapturableAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamWOptions defaults)
+    : torch::optim::AdamW(std::move(groups), std::move(defaults)) {
+  // bf16 shadows that trainc's kernel keeps with the parameters, for the programs' casts.
+  if (!adamw_kernel_ || !shadows_) return;
+  std::vector<at::Tensor> parameters;
+  for (const auto& group : param_groups()) {
+    for (const auto& p : group.params()) {
+      if (p.is_cuda() && p.scalar_type() == at::kFloat) parameters.push_back(p);
+    }
+  }
+  ParameterShadows::instance().track(parameters);
+}
 
 void CapturableAdamW::set_device_learning_rate(double learning_rate) {
   write_learning_rate(learning_rate_, learning_rate, param_groups());
@@ -74,7 +88,8 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
   if (one_launch && adamw_kernel_takes(all.params, all.grads, all.exp_avgs, all.exp_avg_sqs, all.steps, learning_rate_, grad_divisor)) {
     const auto& options = *groups.front().options;
     adamw_kernel_update(all.params, all.grads, all.exp_avgs, all.exp_avg_sqs, all.steps, learning_rate_, std::get<0>(options.betas()),
-                        std::get<1>(options.betas()), weight_decays, options.eps(), grad_divisor);
+                        std::get<1>(options.betas()), weight_decays, options.eps(), grad_divisor, shadows_to_update(all.params));
+    updated_shadows(all.params);
     return loss;
   }
   for (GroupTensors& group : groups) {
@@ -88,9 +103,13 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
     const std::vector<at::Tensor>& steps = group.steps;
     if (adamw_kernel_ && adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, grad_divisor)) {
       adamw_kernel_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2,
-                          std::vector<double>(params.size(), options.weight_decay()), options.eps(), grad_divisor);
+                          std::vector<double>(params.size(), options.weight_decay()), options.eps(), grad_divisor,
+                          shadows_to_update(params));
+      updated_shadows(params);
       continue;
     }
+    // Updates that do not write the parameters' bf16 shadows: the programs cast them instead.
+    if (shadows_) ParameterShadows::instance().untrack(params);
     if (fused_adamw_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2, options.weight_decay(),
                            options.eps(), grad_divisor)) {
       continue;
@@ -108,6 +127,14 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
     }
   }
   return loss;
+}
+
+std::vector<at::Tensor> CapturableAdamW::shadows_to_update(at::TensorList params) const {
+  return shadows_ ? ParameterShadows::instance().shadows_to_update(params) : std::vector<at::Tensor>{};
+}
+
+void CapturableAdamW::updated_shadows(at::TensorList params) const {
+  if (shadows_) ParameterShadows::instance().updated(params);
 }
 
 void CapturableAdamW::store_device_state() {

@@ -31,7 +31,9 @@ class DeviceStateOptimizer {
 
 class CapturableAdamW : public torch::optim::AdamW, public DeviceStateOptimizer {
  public:
-  using torch::optim::AdamW::AdamW;
+  // With trainc's AdamW kernel, tracks the parameters on a GPU for bf16 shadows (switch
+  // parameter_shadows): the kernel writes each one's shadow as it updates it.
+  CapturableAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamWOptions defaults = {});
   torch::Tensor step(LossClosure closure = nullptr) override;
   void load(torch::serialize::InputArchive& archive) override;
   void set_device_learning_rate(double learning_rate) override;
@@ -45,6 +47,10 @@ class CapturableAdamW : public torch::optim::AdamW, public DeviceStateOptimizer 
   // trainc's AdamW kernel where it takes the tensors (switch adamw_kernel), decided when the
   // optimizer is made rather than at every step.
   const bool adamw_kernel_ = optimization_enabled(Optimization::adamw_kernel);
+  const bool shadows_ = optimization_enabled(Optimization::parameter_shadows);
+  // The bf16 shadows kernel updates of `params` write, and their record once written.
+  std::vector<at::Tensor> shadows_to_update(at::TensorList params) const;
+  void updated_shadows(at::TensorList params) const;
   at::Tensor coefficient_;                             // for the next step only; undefined: 1
   at::Tensor learning_rate_;                           // float32 scalar on the parameters' device
   std::unordered_map<const void*, at::Tensor> steps_;  // per parameter (TensorImpl), float32 on the device

@@ -7,6 +7,7 @@
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/ir/graph.h"
 #include "trainc/compile/runtime/cross_entropy_rows.h"
+#include "trainc/compile/runtime/parameter_shadows.h"
 #include "trainc/compile/runtime/scaled_rows.h"
 
 namespace trainc {
@@ -14,10 +15,12 @@ namespace {
 
 constexpr int64_t kVocabularyAlignment = 64;
 
-// The weight with zero rows appended up to `padded` rows.
+// The weight with zero rows appended up to `padded` rows: the buffer a parameter's shadow
+// (runtime/parameter_shadows) already is, or a copy.
 at::Tensor padded_to(const at::Tensor& weight, int64_t padded) {
   const int64_t vocabulary = weight.size(0);
   if (vocabulary == padded) return weight.contiguous();
+  if (at::Tensor base = ParameterShadows::instance().padded_base(weight, padded); base.defined()) return base;
   // Only the appended rows zeroed: zeroing all of it first wrote GPT-2's 77 MB head twice.
   at::Tensor result = at::empty({padded, weight.size(1)}, weight.options());
   result.narrow(0, vocabulary, padded - vocabulary).zero_();
@@ -55,6 +58,8 @@ at::Tensor dlogits_in(const at::Tensor& packed, const ir::LinearCrossEntropyLayo
 // itself when no rows were appended.
 at::Tensor padded_weight_in(const at::Tensor& packed, const ir::LinearCrossEntropyLayout& layout, const at::Tensor& weight) {
   if (!layout.keeps_weight()) return weight.contiguous();
+  // A shadow's padded buffer, which the forward used in place of the buffer's copy.
+  if (at::Tensor base = ParameterShadows::instance().padded_base(weight, layout.padded_vocabulary); base.defined()) return base;
   return packed.narrow(0, layout.weight_offset, layout.padded_vocabulary * weight.size(1)).view({layout.padded_vocabulary, weight.size(1)});
 }
 
@@ -146,7 +151,7 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
   at::Tensor loss = packed.narrow(0, 0, layout.loss_elements).view(loss_dtype);
   at::Tensor logits = dlogits_in(packed, layout, rows);
   const at::Tensor padded = padded_weight_in(packed, layout, weight);
-  if (layout.keeps_weight()) {
+  if (layout.keeps_weight() && padded.data_ptr() != weight.data_ptr()) {
     padded.narrow(0, vocabulary, layout.padded_vocabulary - vocabulary).zero_();
     padded.narrow(0, 0, vocabulary).copy_(weight);
   }

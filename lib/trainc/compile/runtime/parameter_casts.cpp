@@ -5,8 +5,9 @@
 
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/optimizations.h"
-#include "trainc/compile/runtime/cast_kernel.h"
 #include "trainc/compile/runtime/aten_executor.h"
+#include "trainc/compile/runtime/cast_kernel.h"
+#include "trainc/compile/runtime/parameter_shadows.h"
 
 namespace trainc {
 namespace {
@@ -19,6 +20,17 @@ constexpr int64_t kLargeCastBytes = int64_t{16} << 20;
 
 bool large(const ir::Graph& graph, ir::ValueId cast) {
   return graph.type(cast).numel() * ir::dtype_bytes(graph.type(cast).dtype) >= kLargeCastBytes;
+}
+
+// The rows a language model's head pads `cast` to when it is the head's weight (the vocabulary
+// rounded up to 64, ir::linear_cross_entropy_layout), else 0.
+int64_t head_padded_rows(const ir::Graph& graph, ir::ValueId cast) {
+  for (ir::ValueId id = cast + 1; id < graph.size(); ++id) {
+    const ir::Node& node = graph.node(id);
+    const bool head = node.op == ir::Op::linear_cross_entropy || node.op == ir::Op::linear_cross_entropy_and_dlogits;
+    if (head && node.inputs.size() > 1 && node.inputs[1] == cast) return (graph.type(cast).shape[0] + 63) / 64 * 64;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -38,6 +50,7 @@ ParameterCasts::ParameterCasts(const ir::Graph& graph, const std::vector<ir::Val
     }
     if (graph.node(cast.input).op != ir::Op::input || graph.type(cast.input).dtype != ir::DType::f32) continue;
     std::reverse(cast.views.begin(), cast.views.end());
+    if (cast.views.empty() && node.type.dtype == ir::DType::bf16) cast.padded_rows = head_padded_rows(graph, id);
     casts_.push_back(std::move(cast));
   }
 }
@@ -59,15 +72,41 @@ std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector
   // One multi-tensor copy per target dtype and stream: it takes its kernel from its first
   // destination's. Each destination is made on the stream that writes it.
   std::map<std::pair<bool, ir::DType>, Group> groups;  // (on the side stream, dtype)
+  // Parameters the optimizer keeps bf16 shadows of: the shadow, cast only when stale.
+  Group shadowed;
+  std::vector<int64_t> padded_rows;
+  ParameterShadows& registry = ParameterShadows::instance();
   for (const Cast& cast : casts_) {
     const at::Tensor& source = values[static_cast<std::size_t>(cast.input)];
     if (!source.is_contiguous()) continue;
+    if (graph.type(cast.value).dtype == ir::DType::bf16 && registry.tracked(source)) {
+      shadowed.sources.push_back(source);
+      shadowed.casts.push_back(&cast);
+      padded_rows.push_back(cast.padded_rows);
+      continue;
+    }
     const ir::DType dtype = graph.type(cast.value).dtype;
     Group& group = groups[{side != nullptr && large(graph, cast.value) && cast.views.empty(), dtype}];
     group.sources.push_back(source);
     group.casts.push_back(&cast);
   }
   std::vector<ir::ValueId> computed;
+  const auto take = [&](Group& group) {
+    for (std::size_t i = 0; i < group.casts.size(); ++i) {
+      at::Tensor result = group.destinations[i];
+      for (ir::ValueId view : group.casts[i]->views) result = ir::execute_node(graph.node(view), {result}, device);
+      values[static_cast<std::size_t>(group.casts[i]->value)] = result;
+      computed.push_back(group.casts[i]->value);
+    }
+  };
+  if (!shadowed.casts.empty()) {
+    shadowed.destinations = registry.shadows(shadowed.sources, padded_rows);
+    for (std::size_t i = 0; i < shadowed.destinations.size(); ++i) {
+      // Tracked when asked above, so only a tracking reset meanwhile leaves one out: cast as usual.
+      if (!shadowed.destinations[i].defined()) shadowed.destinations[i] = shadowed.sources[i].to(at::kBFloat16);
+    }
+    take(shadowed);
+  }
   // The main stream's first (false sorts first), the side stream's after them: a side copy starts
   // after what the main stream queued before it, so the first layers' casts have the GPU to
   // themselves. Queued the other way round, on the small GPT, the main stream's copy (3.2M
@@ -90,12 +129,7 @@ std::vector<ir::ValueId> ParameterCasts::run(const ir::Graph& graph, std::vector
     } else {
       copy();
     }
-    for (std::size_t i = 0; i < group.casts.size(); ++i) {
-      at::Tensor result = group.destinations[i];
-      for (ir::ValueId view : group.casts[i]->views) result = ir::execute_node(graph.node(view), {result}, device);
-      values[static_cast<std::size_t>(group.casts[i]->value)] = result;
-      computed.push_back(group.casts[i]->value);
-    }
+    take(group);
   }
   // The caller waits for the mark whether or not a large cast ran (its input may not have been contiguous).
   if (side != nullptr) side->set_mark(side_mark);

@@ -14,6 +14,9 @@
 // contiguous at run time. Given a side stream (a CUDA graph's capture), the large ones without
 // views after them (a tied embedding's table, which only the head reads, at the forward's end) run
 // there, after the main stream's casts and beside the steps before their first reader.
+//
+// A bf16 cast of a parameter the optimizer keeps a shadow of (runtime/parameter_shadows) is that
+// shadow, cast into only when stale; the head's weight's is asked with the head's padded rows.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -47,6 +50,7 @@ class ParameterCasts {
     ir::ValueId value;                // the cast
     ir::ValueId input;                // the program input it converts
     std::vector<ir::ValueId> views;   // the views between them, input side first
+    int64_t padded_rows = 0;          // the head's padded vocabulary when the cast is its weight
   };
   std::vector<Cast> casts_;
   bool cast_kernel_ = false;  // bf16 casts by runtime/cast_kernel where it takes them (switch cast_kernel)

@@ -6,6 +6,7 @@
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/graph_memsets.h"
 #include "trainc/compile/runtime/guards.h"
+#include "trainc/compile/runtime/parameter_shadows.h"
 
 namespace trainc {
 namespace {
@@ -81,6 +82,10 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
     return result;
   }
   Entry& entry = found->second;
+  // The programs' casts of parameters the optimizer keeps bf16 shadows of are captured only when
+  // a shadow is stale, and replayed as captured: a parameter written outside the step since (a
+  // checkpoint loaded into it) has its shadow cast here, outside the graph.
+  ParameterShadows::instance().refresh_stale();
   if (!entry.captured) {
     const auto start = std::chrono::steady_clock::now();
     entry.inputs = clones(inputs);
