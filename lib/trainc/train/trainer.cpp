@@ -146,7 +146,8 @@ void Trainer::print_header() const {
 
 torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
   const auto count = static_cast<double>(inputs.size());
-  torch::Tensor loss = torch::zeros({}, torch::TensorOptions().device(device_));
+  torch::Tensor loss;  // the sum so far, made by the first micro-batch's loss
+  const auto add = [&loss](const torch::Tensor& term) { loss = loss.defined() ? loss + term : term.to(torch::kFloat); };
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     // Data-parallel: the last micro-batch's backward starts the gradient all-reduces, except in
     // a CUDA graph, which records no collective (they run between its graphs: run_step).
@@ -154,12 +155,16 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
     if (compiler_) {
       // The compiled backward is seeded with the same factor eager backward() gets.
       const double seed = (scaler_.enabled() ? scaler_.scale() : 1.0) / count;
-      loss += compiler_->run(inputs[i], targets[i], seed) / count;
+      const torch::Tensor micro_loss = compiler_->run(inputs[i], targets[i], seed);
+      // One micro-batch: its loss as the program returns it. Dividing by 1 and adding to a zeroed
+      // sum change nothing, and in a CUDA graph they were three launches on the step's path.
+      if (inputs.size() == 1 && micro_loss.scalar_type() == torch::kFloat) return micro_loss;
+      add(micro_loss / count);
       continue;
     }
     const torch::Tensor micro_loss = loss_fn_(inputs[i], targets[i]) / count;
     (scaler_.enabled() ? micro_loss * scaler_.scale() : micro_loss).backward();
-    loss += micro_loss.detach();
+    add(micro_loss.detach());
   }
   return loss;
 }
