@@ -1,7 +1,8 @@
 // trainc's AdamW kernel (train/adamw_kernel) against ATen's fused AdamW on the GPU: 70 parameters
 // (two launches of up to 56) of sizes that leave partial chunks and partial 4-element groups, and
 // an empty one, over 5 steps, every seventh without weight decay and the others with (ATen's update
-// run for each of the two sets), with and without a gradient divisor. Parameters and
+// run for each of the two sets), with and without clipping's factor (ours multiplies by 0.4, ATen's
+// divides by 2.5). Parameters and
 // moments agree within 1e-6 of the largest element (ATen rounds a few products through float64),
 // and the gradients are left as they were, where ATen's writes them back divided.
 #include <catch2/catch.hpp>
@@ -60,18 +61,19 @@ TEST_CASE("trainc's AdamW kernel updates as ATen's fused AdamW and leaves the gr
   }
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
   const at::Tensor learning_rate = torch::full({}, 3e-3, cuda);
-  for (const bool with_divisor : {true, false}) {
-    INFO((with_divisor ? "with" : "without") << " a gradient divisor");
-    const at::Tensor divisor = with_divisor ? torch::full({}, 2.5, cuda) : at::Tensor();
+  for (const bool with_factor : {true, false}) {
+    INFO((with_factor ? "with" : "without") << " a gradient factor");
+    const at::Tensor factor = with_factor ? torch::full({}, 0.4, cuda) : at::Tensor();
+    const at::Tensor divisor = with_factor ? torch::full({}, 2.5, cuda) : at::Tensor();  // ATen's grad_scale
     AdamWState ours = fresh_state(sizes);
     AdamWState atens = copy_of(ours);
     const std::vector<at::Tensor> grads_before = copy_of(ours).grads;
-    REQUIRE(adamw_kernel_takes(ours.params, ours.grads, ours.exp_avgs, ours.exp_avg_sqs, ours.steps, learning_rate, divisor));
+    REQUIRE(adamw_kernel_takes(ours.params, ours.grads, ours.exp_avgs, ours.exp_avg_sqs, ours.steps, learning_rate, factor));
     for (int step = 0; step < 5; ++step) {
       at::_foreach_add_(ours.steps, 1.0);
       at::_foreach_add_(atens.steps, 1.0);
       adamw_kernel_update(ours.params, ours.grads, ours.exp_avgs, ours.exp_avg_sqs, ours.steps, learning_rate, 0.9, 0.95, weight_decays,
-                          1e-8, divisor);
+                          1e-8, factor);
       for (const double weight_decay : {0.0, 0.1}) {
         AdamWState group;  // the same tensors, those with this weight decay
         for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -85,7 +87,7 @@ TEST_CASE("trainc's AdamW kernel updates as ATen's fused AdamW and leaves the gr
         REQUIRE(fused_adamw_update(group.params, group.grads, group.exp_avgs, group.exp_avg_sqs, group.steps, learning_rate, 0.9, 0.95,
                                    weight_decay, 1e-8, divisor));
       }
-      if (with_divisor) atens.grads = copy_of(ours).grads;  // ATen wrote its gradients back divided: start each step alike
+      if (with_factor) atens.grads = copy_of(ours).grads;  // ATen wrote its gradients back divided: start each step alike
     }
     CHECK(relative_error(flat(ours.params), flat(atens.params)) <= 1e-6);
     CHECK(relative_error(flat(ours.exp_avgs), flat(atens.exp_avgs)) <= 1e-6);

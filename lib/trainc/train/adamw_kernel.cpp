@@ -32,7 +32,7 @@ static_assert(sizeof(AdamWLists) <= 4096, "a kernel's parameters past 4 KB need 
 
 // The kernel's source after the host's constants (so the two cannot disagree).
 constexpr const char* kKernels = R"(
-// trainc: AdamW over up to TRAINC_TENSORS float32 tensors, the gradients divided as they are read.
+// trainc: AdamW over up to TRAINC_TENSORS float32 tensors, the gradients scaled as they are read.
 struct AdamWLists {
   float* param[TRAINC_TENSORS];
   const float* grad[TRAINC_TENSORS];
@@ -47,9 +47,9 @@ struct AdamWLists {
 };
 
 struct AdamWScalars {
-  float lr, beta1, beta2, weight_decay, eps, step_size, bias_correction2_sqrt, divisor;
+  float lr, beta1, beta2, weight_decay, eps, step_size, bias_correction2_sqrt, factor;
   __device__ void update(float& p, float g, float& m, float& v) const {
-    g = g / divisor;
+    g = g * factor;
     p -= lr * weight_decay * p;
     m = beta1 * m + (1.0f - beta1) * g;
     v = beta2 * v + (1.0f - beta2) * g * g;
@@ -58,7 +58,7 @@ struct AdamWScalars {
 };
 
 extern "C" __global__ void __launch_bounds__(256) trainc_adamw(const AdamWLists lists, const float* __restrict__ lr_ptr,
-    const float* __restrict__ divisor_ptr, float beta1, float beta2, float eps) {
+    const float* __restrict__ factor_ptr, float beta1, float beta2, float eps) {
   int t = 0;
   while (t + 1 < lists.count && blockIdx.x >= lists.block_start[t + 1]) ++t;
   const long long begin = (blockIdx.x - lists.block_start[t]) * TRAINC_CHUNK;
@@ -69,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(256) trainc_adamw(const AdamWLists 
   s.beta1 = beta1, s.beta2 = beta2, s.weight_decay = static_cast<float>(lists.weight_decay[t]), s.eps = eps;
   s.step_size = s.lr / (1.0f - powf(beta1, step));
   s.bias_correction2_sqrt = sqrtf(1.0f - powf(beta2, step));
-  s.divisor = divisor_ptr != nullptr ? *divisor_ptr : 1.0f;
+  s.factor = factor_ptr != nullptr ? *factor_ptr : 1.0f;
   float* param = lists.param[t];
   const float* grad = lists.grad[t];
   float* exp_avg = lists.exp_avg[t];
@@ -125,12 +125,12 @@ bool shadow_takes(const at::Tensor& shadow, const at::Tensor& param) {
 }  // namespace
 
 bool adamw_kernel_takes(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                        at::TensorList steps, const at::Tensor& learning_rate, const at::Tensor& grad_divisor) {
+                        at::TensorList steps, const at::Tensor& learning_rate, const at::Tensor& grad_factor) {
   if (!TRAINC_WITH_CUDA || params.empty() || !params.front().is_cuda()) return false;
   const std::size_t n = params.size();
   if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n || steps.size() != n) return false;
   const at::Device device = params.front().device();
-  if (!device_float_scalar(learning_rate, device) || (grad_divisor.defined() && !device_float_scalar(grad_divisor, device))) return false;
+  if (!device_float_scalar(learning_rate, device) || (grad_factor.defined() && !device_float_scalar(grad_factor, device))) return false;
   for (std::size_t i = 0; i < n; ++i) {
     const at::Tensor& p = params[i];
     if (!float_tensor_like(p, p) || !float_tensor_like(grads[i], p) || !float_tensor_like(exp_avgs[i], p) ||
@@ -143,8 +143,8 @@ bool adamw_kernel_takes(at::TensorList params, at::TensorList grads, at::TensorL
 
 void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                          at::TensorList steps, const at::Tensor& learning_rate, double beta1, double beta2,
-                         at::ArrayRef<double> weight_decays, double eps, const at::Tensor& grad_divisor, at::TensorList shadows) {
-  TRAINC_CHECK(adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate, grad_divisor),
+                         at::ArrayRef<double> weight_decays, double eps, const at::Tensor& grad_factor, at::TensorList shadows) {
+  TRAINC_CHECK(adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate, grad_factor),
                "adamw_kernel_update: tensors the kernel does not take (adamw_kernel_takes says which it does)");
   TRAINC_CHECK(weight_decays.size() == params.size(), "adamw_kernel_update: one weight decay per parameter");
   TRAINC_CHECK(shadows.empty() || shadows.size() == params.size(), "adamw_kernel_update: one shadow (or none) per parameter");
@@ -153,7 +153,7 @@ void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::Tensor
                  "adamw_kernel_update: shadow " + std::to_string(i) + " is not a contiguous, 8-byte aligned bf16 tensor of its parameter's shape on its device");
   }
   const void* lr_data = learning_rate.data_ptr();
-  const void* divisor_data = grad_divisor.defined() ? grad_divisor.data_ptr() : nullptr;
+  const void* factor_data = grad_factor.defined() ? grad_factor.data_ptr() : nullptr;
   float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2), e = static_cast<float>(eps);
   launch_tensor_chunks<AdamWLists>(
       params.size(), kChunk,
@@ -169,7 +169,7 @@ void adamw_kernel_update(at::TensorList params, at::TensorList grads, at::Tensor
       },
       [&](AdamWLists& lists, long long blocks) {
         if (blocks == 0) return;
-        void* parameters[] = {&lists, &lr_data, &divisor_data, &b1, &b2, &e};
+        void* parameters[] = {&lists, &lr_data, &factor_data, &b1, &b2, &e};
         kernels().launch(0, blocks, kBlock, parameters);
       });
 }

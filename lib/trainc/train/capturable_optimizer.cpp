@@ -46,7 +46,9 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
   TRAINC_CHECK(learning_rate_.defined(), "CapturableAdamW::step before set_device_learning_rate");
   torch::NoGradGuard no_grad;
   const torch::Tensor loss = closure_loss(closure);
-  const at::Tensor grad_divisor = coefficient.defined() ? coefficient.to(at::kFloat).reciprocal() : at::Tensor();
+  // trainc's kernel multiplies each gradient by the coefficient; ATen's fused AdamW divides by its
+  // inverse, made only for it.
+  const at::Tensor grad_factor = coefficient.defined() ? coefficient.to(at::kFloat) : at::Tensor();
   // Each group's tensors that have gradients, and all of them for trainc's kernel, which takes a
   // weight decay per parameter: one launch for every group where their betas and eps agree.
   struct GroupTensors {
@@ -85,10 +87,10 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
   if (groups.empty()) return loss;
   at::_foreach_add_(all.steps, 1.0);
   // On a GPU, trainc's kernel, which leaves the gradients unwritten (train/adamw_kernel), else ATen's.
-  if (one_launch && adamw_kernel_takes(all.params, all.grads, all.exp_avgs, all.exp_avg_sqs, all.steps, learning_rate_, grad_divisor)) {
+  if (one_launch && adamw_kernel_takes(all.params, all.grads, all.exp_avgs, all.exp_avg_sqs, all.steps, learning_rate_, grad_factor)) {
     const auto& options = *groups.front().options;
     adamw_kernel_update(all.params, all.grads, all.exp_avgs, all.exp_avg_sqs, all.steps, learning_rate_, std::get<0>(options.betas()),
-                        std::get<1>(options.betas()), weight_decays, options.eps(), grad_divisor, shadows_to_update(all.params));
+                        std::get<1>(options.betas()), weight_decays, options.eps(), grad_factor, shadows_to_update(all.params));
     updated_shadows(all.params);
     return loss;
   }
@@ -101,9 +103,9 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
     std::vector<at::Tensor>& exp_avgs = group.exp_avgs;
     std::vector<at::Tensor>& exp_avg_sqs = group.exp_avg_sqs;
     const std::vector<at::Tensor>& steps = group.steps;
-    if (adamw_kernel_ && adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, grad_divisor)) {
+    if (adamw_kernel_ && adamw_kernel_takes(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, grad_factor)) {
       adamw_kernel_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2,
-                          std::vector<double>(params.size(), options.weight_decay()), options.eps(), grad_divisor,
+                          std::vector<double>(params.size(), options.weight_decay()), options.eps(), grad_factor,
                           shadows_to_update(params));
       updated_shadows(params);
       continue;
@@ -111,7 +113,7 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
     // Updates that do not write the parameters' bf16 shadows: the programs cast them instead.
     if (shadows_) ParameterShadows::instance().untrack(params);
     if (fused_adamw_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2, options.weight_decay(),
-                           options.eps(), grad_divisor)) {
+                           options.eps(), grad_factor.defined() ? grad_factor.reciprocal() : at::Tensor())) {
       continue;
     }
     if (coefficient.defined()) foreach_mul_(grads, coefficient.to(grads.front().scalar_type()));
