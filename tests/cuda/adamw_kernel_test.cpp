@@ -111,10 +111,20 @@ TEST_CASE("trainc's AdamW kernel writes bf16 shadows of the parameters it update
   const at::Tensor learning_rate = torch::full({}, 3e-3, cuda);
   AdamWState with = fresh_state(sizes);
   AdamWState without = copy_of(with);
+  // The shadows in one NaN-filled buffer, 4 elements apart (their starts stay 8-byte aligned), so
+  // a shadow the kernel misses, or a store past one's end, shows.
+  int64_t total = 0;
+  for (int64_t size : sizes) total += (size + 3) / 4 * 4 + 4;
+  const at::Tensor buffer = torch::full({total}, std::nan(""), cuda.dtype(torch::kBFloat16));
   std::vector<at::Tensor> shadows(sizes.size());
+  at::Tensor written = torch::zeros({total}, cuda.dtype(torch::kBool));
+  int64_t offset = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    // Filled with NaN so a shadow the kernel misses (or writes past) shows.
-    if (i % 3 != 0) shadows[i] = torch::full({sizes[i]}, std::nan(""), cuda.dtype(torch::kBFloat16));
+    if (i % 3 != 0) {
+      shadows[i] = buffer.narrow(0, offset, sizes[i]);
+      written.narrow(0, offset, sizes[i]).fill_(true);
+    }
+    offset += (sizes[i] + 3) / 4 * 4 + 4;
   }
   for (int step = 0; step < 3; ++step) {
     at::_foreach_add_(with.steps, 1.0);
@@ -125,7 +135,9 @@ TEST_CASE("trainc's AdamW kernel writes bf16 shadows of the parameters it update
                         weight_decays, 1e-8, at::Tensor());
   }
   CHECK(torch::equal(flat(with.params), flat(without.params)));
+  CHECK(torch::equal(flat(with.exp_avgs), flat(without.exp_avgs)));
   CHECK(torch::equal(flat(with.exp_avg_sqs), flat(without.exp_avg_sqs)));
+  CHECK(buffer.masked_select(written.logical_not()).isnan().all().item<bool>());  // the gaps and the shadowless untouched
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     if (!shadows[i].defined()) continue;
     INFO("parameter " << i << " of " << sizes[i] << " elements");

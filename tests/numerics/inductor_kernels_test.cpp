@@ -425,7 +425,7 @@ TEST_CASE("casts of tracked parameters read their bf16 shadows, cast again only 
                       torch::randint(0, 70, {6}, options.dtype(torch::kLong))});
   CHECK(got[1].data_ptr() != made[0].data_ptr());
   CHECK(torch::equal(got[1], other.t().to(torch::kBFloat16)));
-  // Nor is an untracked one's (an optimizer whose update does not write the shadows).
+  // Nor is an untracked one's (the optimizer that tracked it gone).
   shadows.untrack({table_weight});
   CHECK_FALSE(shadows.tracked(table_weight));
   shadows.mark_stale({weight});  // its shadow as written above differs from it

@@ -28,7 +28,8 @@ struct AdamWLists {
   long long count;
 };
 static_assert(sizeof(AdamWLists) == 8 * (9 * kTensorsPerLaunch + 2), "AdamWLists must have no padding, as the kernel's");
-static_assert(sizeof(AdamWLists) <= 4096, "a kernel's parameters past 4 KB need CUDA 12.1 or later");
+// With the launch's other parameters: two pointers and three floats.
+static_assert(sizeof(AdamWLists) + 2 * sizeof(void*) + 3 * sizeof(float) <= 4096, "a kernel's parameters past 4 KB need CUDA 12.1 or later");
 
 // The kernel's source after the host's constants (so the two cannot disagree).
 constexpr const char* kKernels = R"(

@@ -110,10 +110,9 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
       updated_shadows(params);
       continue;
     }
-    // Updates that do not write the parameters' bf16 shadows: the programs cast them instead.
-    if (shadows_) ParameterShadows::instance().untrack(params);
     if (fused_adamw_update(params, grads, exp_avgs, exp_avg_sqs, steps, learning_rate_, beta1, beta2, options.weight_decay(),
                            options.eps(), grad_factor.defined() ? grad_factor.reciprocal() : at::Tensor())) {
+      cast_shadows(params);  // ATen's update writes the parameters only
       continue;
     }
     if (coefficient.defined()) foreach_mul_(grads, coefficient.to(grads.front().scalar_type()));
@@ -127,6 +126,7 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
       const at::Tensor denom = (exp_avg_sqs[i].sqrt() / bias_correction2.sqrt()).add_(options.eps());
       params[i].addcdiv_(exp_avgs[i], denom.div_(-learning_rate_ / bias_correction1));
     }
+    cast_shadows(params);
   }
   return loss;
 }
@@ -137,6 +137,15 @@ std::vector<at::Tensor> CapturableAdamW::shadows_to_update(at::TensorList params
 
 void CapturableAdamW::updated_shadows(at::TensorList params) const {
   if (shadows_) ParameterShadows::instance().updated(params);
+}
+
+void CapturableAdamW::cast_shadows(at::TensorList params) const {
+  if (shadows_) ParameterShadows::instance().cast_shadows(params);
+}
+
+CapturableAdamW::~CapturableAdamW() {
+  if (!shadows_) return;
+  for (const auto& group : param_groups()) ParameterShadows::instance().untrack(group.params());
 }
 
 void CapturableAdamW::store_device_state() {

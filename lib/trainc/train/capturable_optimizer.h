@@ -34,13 +34,15 @@ class CapturableAdamW : public torch::optim::AdamW, public DeviceStateOptimizer 
   // With trainc's AdamW kernel, tracks the parameters on a GPU for bf16 shadows (switch
   // parameter_shadows): the kernel writes each one's shadow as it updates it.
   CapturableAdamW(std::vector<torch::optim::OptimizerParamGroup> groups, torch::optim::AdamWOptions defaults = {});
+  ~CapturableAdamW() override;
   torch::Tensor step(LossClosure closure = nullptr) override;
   void load(torch::serialize::InputArchive& archive) override;
   void set_device_learning_rate(double learning_rate) override;
   void store_device_state() override;
   // The next step reads every gradient multiplied by `coefficient` (a 0-dim float32 tensor on the
-  // parameters' device: gradient clipping's factor, grad_norm). On a GPU the fused update divides
-  // by its inverse as it loads each gradient, instead of a separate pass scaling them in place.
+  // parameters' device: gradient clipping's factor, grad_norm). On a GPU trainc's kernel multiplies
+  // each gradient by it as it loads it (ATen's fused update divides by its inverse), instead of a
+  // separate pass scaling them in place.
   void scale_gradients_in_next_step(const at::Tensor& coefficient) { coefficient_ = coefficient; }
 
  private:
@@ -51,6 +53,7 @@ class CapturableAdamW : public torch::optim::AdamW, public DeviceStateOptimizer 
   // The bf16 shadows kernel updates of `params` write, and their record once written.
   std::vector<at::Tensor> shadows_to_update(at::TensorList params) const;
   void updated_shadows(at::TensorList params) const;
+  void cast_shadows(at::TensorList params) const;  // after an update that wrote the parameters only
   at::Tensor coefficient_;                             // for the next step only; undefined: 1
   at::Tensor learning_rate_;                           // float32 scalar on the parameters' device
   std::unordered_map<const void*, at::Tensor> steps_;  // per parameter (TensorImpl), float32 on the device

@@ -144,7 +144,9 @@ at::Tensor linear_cross_entropy_and_dlogits(const at::Tensor& x, const at::Tenso
   const int64_t rows = x.size(0), vocabulary = weight.size(0);
   const ir::LinearCrossEntropyLayout layout = layout_of(x, weight, loss_dtype);
   at::Tensor packed = at::empty({layout.total}, x.options());
-  // No byte left unset: the gaps before the gradient rows and before the weight.
+  // The gaps before the gradient rows and before the weight zeroed. The weight's place is left
+  // unset when the weight is a parameter's shadow already padded (runtime/parameter_shadows),
+  // which the backward then reads instead (padded_weight_in).
   packed.narrow(0, layout.loss_elements, layout.dlogits_offset - layout.loss_elements).zero_();
   const int64_t dlogits_end = layout.dlogits_offset + rows * layout.padded_vocabulary;
   if (layout.weight_offset > dlogits_end) packed.narrow(0, dlogits_end, layout.weight_offset - dlogits_end).zero_();

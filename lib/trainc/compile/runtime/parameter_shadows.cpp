@@ -1,6 +1,7 @@
 #include "trainc/compile/runtime/parameter_shadows.h"
 
 #include "trainc/common/error.h"
+#include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/cast_kernel.h"
 
 namespace trainc {
@@ -15,10 +16,14 @@ ParameterShadows& ParameterShadows::instance() {
   return registry;
 }
 
-void ParameterShadows::track(at::TensorList parameters) {
-  std::lock_guard<std::mutex> lock(mutex_);
+void ParameterShadows::drop_expired() {
   // Parameters freed since they were tracked leave with their shadows.
   for (auto it = entries_.begin(); it != entries_.end();) it = it->second.parameter.expired() ? entries_.erase(it) : std::next(it);
+}
+
+void ParameterShadows::track(at::TensorList parameters) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  drop_expired();
   for (const at::Tensor& parameter : parameters) {
     TRAINC_CHECK(parameter.scalar_type() == at::kFloat, "ParameterShadows::track: a " + std::string(c10::toString(parameter.scalar_type())) +
                                                             " parameter (shadows are of float32 ones)");
@@ -60,7 +65,7 @@ void ParameterShadows::cast_into(const std::vector<Entry*>& entries, const std::
   if (entries.empty()) return;
   std::vector<at::Tensor> destinations;
   for (const Entry* entry : entries) destinations.push_back(entry->shadow);
-  if (bf16_cast_kernel_takes(destinations, parameters)) {
+  if (optimization_enabled(Optimization::cast_kernel) && bf16_cast_kernel_takes(destinations, parameters)) {
     bf16_cast_kernel(destinations, parameters);
   } else {
     for (std::size_t i = 0; i < entries.size(); ++i) destinations[i].copy_(parameters[i]);
@@ -91,6 +96,7 @@ std::vector<at::Tensor> ParameterShadows::shadows(at::TensorList parameters, con
         entry->base = entry->shadow;
       }
       entry->fresh = false;
+      ++generation_;
     }
     if (!is_fresh(*entry, parameter)) {
       stale.push_back(entry);
@@ -120,8 +126,32 @@ void ParameterShadows::updated(at::TensorList parameters) {
   }
 }
 
+void ParameterShadows::cast_shadows(at::TensorList parameters) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Entry*> entries;
+  std::vector<at::Tensor> sources;
+  for (const at::Tensor& parameter : parameters) {
+    Entry* entry = find(parameter);
+    if (entry == nullptr || !entry->shadow.defined()) continue;
+    entries.push_back(entry);
+    sources.push_back(parameter);
+  }
+  cast_into(entries, sources);
+}
+
+int64_t ParameterShadows::generation() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return generation_;
+}
+
+void ParameterShadows::mark_all_stale() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [impl, entry] : entries_) entry.fresh = false;
+}
+
 void ParameterShadows::refresh_stale() {
   std::lock_guard<std::mutex> lock(mutex_);
+  drop_expired();
   std::vector<Entry*> stale;
   std::vector<at::Tensor> parameters;
   for (auto& [impl, entry] : entries_) {

@@ -14,11 +14,14 @@
 // on first use, cast into it, and afterwards read it as it is while it is fresh. A shadow is fresh
 // while nothing else has written its parameter since the cast or the update that wrote both: the
 // parameter's version counter (every ATen write in place advances it; trainc's kernel, which
-// writes through raw pointers, does not) and data pointer are what they were then. Writes that
-// bypass the version counter (a collective's broadcast) are followed by mark_stale; an optimizer
-// whose update does not write the shadows untracks its parameters. A CUDA
-// graph's capture freezes whether a program casts: before each replay the step casts whatever is
-// stale (refresh_stale), outside the graph.
+// writes through raw pointers, does not) and data pointer are what they were then. A write that
+// bypasses the version counter must be followed by mark_stale (the trainer's one, a collective's
+// broadcast of the first weights, comes before the optimizer tracks anything). An update that
+// does not write the shadows (ATen's fused AdamW, where trainc's kernel does not take the
+// tensors) casts them after it (cast_shadows), which a capture records as well. A CUDA graph's
+// capture freezes whether a program casts: before each replay the step casts whatever is stale
+// (refresh_stale), outside the graph, and a graph captured before a shadow existed, whose update
+// does not write it, leaves every shadow stale after its replay (generation).
 //
 // A shadow asked for with more rows (the head's padded vocabulary) is the first rows of a buffer
 // whose other rows are zero and stay so: padded_base gives the head that buffer.
@@ -42,8 +45,7 @@ class ParameterShadows {
   // `parameters` (float32, on a GPU) get shadows where a program casts them to bf16.
   void track(at::TensorList parameters);
   bool tracked(const at::Tensor& parameter) const;
-  // For an update that does not write shadows: a replayed graph's update writes a parameter
-  // without advancing its version, so a shadow only that update's writer keeps can be trusted.
+  // The optimizer that tracked them is gone: their shadows with it.
   void untrack(at::TensorList parameters);
 
   // The bf16 shadows of tracked `parameters` (undefined for the others), cast now into those that
@@ -55,6 +57,11 @@ class ParameterShadows {
   // The update writes each parameter and its shadow together; updated() then marks them fresh.
   std::vector<at::Tensor> shadows_to_update(at::TensorList parameters);
   void updated(at::TensorList parameters);
+  // After an update that wrote `parameters` but not their shadows: casts into those that exist.
+  void cast_shadows(at::TensorList parameters);
+  // How many shadows have been made so far in the process.
+  int64_t generation() const;
+  void mark_all_stale();
 
   // Casts every stale shadow (before a CUDA graph replay, whose programs read them uncast).
   void refresh_stale();
@@ -82,9 +89,11 @@ class ParameterShadows {
   static void record_written(Entry& entry, const at::Tensor& parameter);
   // Casts `parameters` into the shadows of `entries` (one multi-tensor launch where it can).
   static void cast_into(const std::vector<Entry*>& entries, const std::vector<at::Tensor>& parameters);
+  void drop_expired();
 
   mutable std::mutex mutex_;
   std::unordered_map<const c10::TensorImpl*, Entry> entries_;
+  int64_t generation_ = 0;
 };
 
 }  // namespace trainc

@@ -82,10 +82,11 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
     return result;
   }
   Entry& entry = found->second;
-  // The programs' casts of parameters the optimizer keeps bf16 shadows of are captured only when
-  // a shadow is stale, and replayed as captured: a parameter written outside the step since (a
+  // The programs read the bf16 shadows the optimizer keeps uncast, as captured (a capture records
+  // a cast only for a shadow made during it): a parameter written outside the step since (a
   // checkpoint loaded into it) has its shadow cast here, outside the graph.
-  ParameterShadows::instance().refresh_stale();
+  ParameterShadows& shadows = ParameterShadows::instance();
+  shadows.refresh_stale();
   if (!entry.captured) {
     const auto start = std::chrono::steady_clock::now();
     entry.inputs = clones(inputs);
@@ -117,6 +118,7 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
     }
     for (const at::Tensor& parameter : parameters_) entry.gradients.push_back(parameter.grad());
     entry.captured = true;
+    entry.shadow_generation = shadows.generation();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     pending_seconds_ += seconds;
     on_event_({signature, "captured", seconds});
@@ -130,6 +132,9 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
     phases_.exchange();
     entry.update->replay();
   }
+  // Shadows made after this graph's capture are not written by its update, which has now changed
+  // their parameters without a version the host sees: all are cast again before they are read.
+  if (entry.shadow_generation != shadows.generation()) shadows.mark_all_stale();
   return entry.outputs;
 }
 

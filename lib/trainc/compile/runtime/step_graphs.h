@@ -70,6 +70,7 @@ class StepGraphs {
     std::unique_ptr<CudaGraph> graph;   // the whole step, or its gradients when there is an exchange
     std::unique_ptr<CudaGraph> update;  // the update, when there is an exchange
     bool captured = false;
+    int64_t shadow_generation = 0;  // ParameterShadows::generation() at capture
     std::vector<at::Tensor> inputs, targets;  // static buffers the graph reads
     std::vector<at::Tensor> gradients;        // the .grad tensors the captured backward writes
     StepResult outputs;                        // buffers the graph writes
