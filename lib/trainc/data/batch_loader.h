@@ -29,9 +29,11 @@ class BatchLoader {
   BatchLoader& operator=(const BatchLoader&) = delete;
 
   std::optional<Batch> next();  // none after the last batch
+  // Batch `index` as the workers make it: on a GPU, in pinned host memory, which next() copies
+  // from without waiting.
+  Batch assemble(int64_t index) const;
 
  private:
-  Batch assemble(int64_t index) const;
   void work(int64_t worker);
 
   const Dataset& dataset_;
