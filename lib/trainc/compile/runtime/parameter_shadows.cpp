@@ -12,8 +12,10 @@ int64_t version_of(const at::Tensor& tensor) { return static_cast<int64_t>(tenso
 }  // namespace
 
 ParameterShadows& ParameterShadows::instance() {
-  static ParameterShadows registry;
-  return registry;
+  // Never destroyed: shadows still held at exit are not freed into an allocator that may already
+  // be gone (static destruction order across libraries is not defined).
+  static ParameterShadows* registry = new ParameterShadows();
+  return *registry;
 }
 
 void ParameterShadows::drop_expired() {
