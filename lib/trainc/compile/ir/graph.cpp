@@ -50,12 +50,14 @@ int64_t aligned_offset(int64_t elements, int64_t bytes) { return round_up(elemen
 
 }  // namespace
 
+int64_t padded_vocabulary(int64_t vocabulary) { return round_up(vocabulary, 64); }
+
 bool linear_cross_entropy_layout(int64_t rows, int64_t width, int64_t vocabulary, int64_t x_bytes, int64_t loss_bytes,
                                  LinearCrossEntropyLayout& layout) {
   if ((rows * loss_bytes) % x_bytes != 0) return false;
   layout.loss_elements = rows * loss_bytes / x_bytes;
   layout.dlogits_offset = aligned_offset(layout.loss_elements, x_bytes);
-  layout.padded_vocabulary = round_up(vocabulary, 64);  // rows of a multiple of 64 elements
+  layout.padded_vocabulary = padded_vocabulary(vocabulary);
   layout.weight_offset = aligned_offset(layout.dlogits_offset + rows * layout.padded_vocabulary, x_bytes);
   layout.total = layout.weight_offset + (vocabulary == layout.padded_vocabulary ? 0 : layout.padded_vocabulary * width);
   return true;

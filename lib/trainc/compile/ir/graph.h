@@ -102,6 +102,10 @@ struct LinearCrossEntropyLayout {
   bool keeps_weight() const { return total > weight_offset; }
 };
 
+// A language model head's vocabulary rounded up to a multiple of 64: the rows of its padded weight
+// and of its logit gradients (aligned GEMM operands on a GPU).
+int64_t padded_vocabulary(int64_t vocabulary);
+
 // The layout for `rows` rows of `width` features over `vocabulary` words; false when the losses'
 // bytes do not fill whole elements of x's dtype (float64 x, float32 losses, an odd number of rows).
 bool linear_cross_entropy_layout(int64_t rows, int64_t width, int64_t vocabulary, int64_t x_bytes, int64_t loss_bytes,

@@ -13,8 +13,6 @@
 namespace trainc {
 namespace {
 
-constexpr int64_t kVocabularyAlignment = 64;
-
 // The weight with zero rows appended up to `padded` rows: the buffer a parameter's shadow
 // (runtime/parameter_shadows) already is, or a copy.
 at::Tensor padded_to(const at::Tensor& weight, int64_t padded) {
@@ -32,7 +30,7 @@ at::Tensor padded_to(const at::Tensor& weight, int64_t padded) {
 at::Tensor padded_weight(const at::Tensor& weight) {
   const int64_t vocabulary = weight.size(0);
   if (!weight.is_cuda()) return weight.contiguous();
-  return padded_to(weight, (vocabulary + kVocabularyAlignment - 1) / kVocabularyAlignment * kVocabularyAlignment);
+  return padded_to(weight, ir::padded_vocabulary(vocabulary));
 }
 
 ir::LinearCrossEntropyLayout layout_of(const at::Tensor& x, const at::Tensor& weight, at::ScalarType loss_dtype) {

@@ -22,13 +22,12 @@ bool large(const ir::Graph& graph, ir::ValueId cast) {
   return graph.type(cast).numel() * ir::dtype_bytes(graph.type(cast).dtype) >= kLargeCastBytes;
 }
 
-// The rows a language model's head pads `cast` to when it is the head's weight (the vocabulary
-// rounded up to 64, ir::linear_cross_entropy_layout), else 0.
+// The rows a language model's head pads `cast` to when it is the head's weight, else 0.
 int64_t head_padded_rows(const ir::Graph& graph, ir::ValueId cast) {
   for (ir::ValueId id = cast + 1; id < graph.size(); ++id) {
     const ir::Node& node = graph.node(id);
     const bool head = node.op == ir::Op::linear_cross_entropy || node.op == ir::Op::linear_cross_entropy_and_dlogits;
-    if (head && node.inputs.size() > 1 && node.inputs[1] == cast) return (graph.type(cast).shape[0] + 63) / 64 * 64;
+    if (head && node.inputs.size() > 1 && node.inputs[1] == cast) return ir::padded_vocabulary(graph.type(cast).shape[0]);
   }
   return 0;
 }
