@@ -29,6 +29,8 @@
 # time goes (each step synchronized: slower, for the breakdown only), then traces steps 11-13 of
 # each backend in TRAINC_GPU_TRACE_BACKENDS (default inductor; TRAINC_PROFILE_TRACE) and prints
 # their kernels' time per step, and profiles the PyTorch loop's kernels the same way (--profile).
+# TRAINC_GPU_HEAD_CHUNKS=1 also times the head's logits made a chunk of rows at a time
+# (scripts/bench/head_chunks.py) after the tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/trainc-gpu}
@@ -56,6 +58,12 @@ if [[ "${TRAINC_GPU_TESTS:-1}" == 1 ]]; then
   grep -o "largest relative loss difference.*\|two NCCL processes (.*\|a killed NCCL rank:.*\|the two-process NCCL test.*\|ATen picks attention.*\|max-autotune chose.*\|attention backend .* cannot run.*\|attention keeps its log-sum-exp.*" \
     "$OUT/ctest.log" > "$OUT/cuda-test-figures.log"
   test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
+fi
+
+# What making the head's logits a chunk of rows at a time saves, on the small GPT's and GPT-2's head.
+if [[ "${TRAINC_GPU_HEAD_CHUNKS:-0}" == 1 ]]; then
+  step "head chunks"
+  { python3 scripts/bench/head_chunks.py 2048 256 50257 && python3 scripts/bench/head_chunks.py 16384 768 50257; } > "$OUT/head-chunks.txt" 2>&1
 fi
 
 # Case settings: trainc flags, PyTorch peer flags, tokens per step.
@@ -222,6 +230,7 @@ echo
 cat "$OUT/gpu.txt"
 echo "tests: $test_summary"
 [[ -s "$OUT/cuda-test-figures.log" ]] && cat "$OUT/cuda-test-figures.log"
+[[ -s "$OUT/head-chunks.txt" ]] && cat "$OUT/head-chunks.txt"
 grep -h "compile: autotuned" "$OUT"/*.log 2>/dev/null | cut -c1-300
 [[ -s "$OUT/autotune-summary.txt" ]] && { echo "max-autotune's choices:"; cut -c1-260 "$OUT/autotune-summary.txt"; }
 [[ -s "$OUT/loss-comparison.txt" ]] && echo "trainc inductor against eager, $(cat "$OUT/loss-comparison.txt")"
