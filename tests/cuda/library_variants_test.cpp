@@ -11,6 +11,8 @@
 
 #include <torch/torch.h>
 
+#include <ATen/cuda/CUDAContext.h>
+
 #include <array>
 #include <iostream>
 
@@ -20,6 +22,7 @@
 #include "trainc/compat/cuda_graph.h"
 #include "trainc/compat/device_timing.h"
 #include "trainc/compat/library_variants.h"
+#include "trainc/compat/side_stream.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/autotune/library_choice.h"
 #include "trainc/compile/runtime/aten_executor.h"
@@ -222,6 +225,37 @@ TEST_CASE("a bf16 product to float32 is one GEMM storing its float32 accumulator
     CHECK(relative_error(got, expected) < 1e-4);
   }
   CHECK(rounded_error > 1e-4);
+}
+
+// The small GPT's head weight gradient (D^T x, bf16 operands, float32 out) queued from a side
+// stream's work, at the SM count target the side stream gives (half the SMs; outside its work 0),
+// computes the product the whole-GPU kernel does, within float32 accumulation (1e-4 of the
+// largest element; split-K may add in another order). Printed: each alone, the L2 cache emptied
+// first (half the SMs is slower alone; it pays beside the layers' backward).
+TEST_CASE("the head's weight gradient on the side stream aims at half the SMs and computes the product", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  const auto options = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const at::Tensor d = torch::randn({2048, 50304}, options) * 1e-2, x = torch::randn({2048, 256}, options);
+  const at::Tensor whole = torch::empty({50304, 256}, options.dtype(torch::kFloat)), half = torch::full_like(whole, -7.0);
+  CHECK(SideStream::product_sm_target() == 0);
+  REQUIRE(lt_matmul_out(whole, d.t(), x, at::Tensor(), 0));
+  int target = 0;
+  SideStream side(torch::kCUDA);
+  const auto on_side = [&] {
+    side.run([&] {
+      target = SideStream::product_sm_target();
+      head_product_into(half, d.t(), x, -1, target);
+    });
+    side.join();
+  };
+  on_side();
+  torch::cuda::synchronize();
+  CHECK(target == at::cuda::getCurrentDeviceProperties()->multiProcessorCount / 2);
+  CHECK(SideStream::product_sm_target() == 0);
+  CHECK(relative_error(half, whole) < 1e-4);
+  const double whole_ms = 1e3 * time_on_device(torch::kCUDA, [&] { lt_matmul_out(whole, d.t(), x, at::Tensor(), 0); }, 20);
+  const double half_ms = 1e3 * time_on_device(torch::kCUDA, on_side, 20);
+  std::cout << "head weight gradient alone: the whole GPU's kernel " << whole_ms << " ms, half the SMs' " << half_ms << " ms" << std::endl;
 }
 
 // cuBLASLt's ranked algorithms called directly (max-autotune's candidates for a product): every

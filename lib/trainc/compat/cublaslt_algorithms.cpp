@@ -167,8 +167,9 @@ std::optional<Operand> transposed_operand(const at::Tensor& t) {
   return operand;
 }
 
-// What decides the ranking: the operands' layouts and dtypes, the output's, the bias, the device.
-using ProblemKey = std::array<int64_t, 16>;
+// What decides the ranking: the operands' layouts and dtypes, the output's, the bias, the device,
+// the multiprocessors aimed at.
+using ProblemKey = std::array<int64_t, 17>;
 
 struct Problem {
   Operand lt_a, lt_b;  // b^T and a^T
@@ -178,10 +179,11 @@ struct Problem {
   LtEpilogue epilogue = LtEpilogue::none;
   uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK;  // the split-K reductions allowed
   int device = 0;
+  int32_t sm_count_target = 0;  // 0: all of them
 
   ProblemKey key() const {
     return {lt_a.rows, lt_a.cols, lt_a.ld, lt_a.op, lt_b.rows, lt_b.cols, lt_b.ld, lt_b.op, m, n, operand_type, out_type, bias, static_cast<int64_t>(epilogue),
-            reductions, device};
+            reductions, device, sm_count_target};
   }
 };
 
@@ -296,6 +298,10 @@ const Plan& plan_for(const Problem& problem) {
   if (problem.bias) {
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type, sizeof(vector_type)), "setting the bias dtype");
   }
+  if (problem.sm_count_target > 0) {
+    check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &problem.sm_count_target, sizeof(problem.sm_count_target)),
+          "setting the multiprocessors aimed at");
+  }
   if (problem.epilogue != LtEpilogue::none) {
     const int64_t aux_ld = problem.n;
     check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)), "setting the GELU input's leading dimension");
@@ -351,8 +357,9 @@ int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tenso
 }
 
 bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
-                   LtEpilogue epilogue, const at::Tensor& aux) {
-  const std::optional<Problem> problem = problem_of(a, b, bias, out.scalar_type(), epilogue);
+                   LtEpilogue epilogue, const at::Tensor& aux, int sm_count_target) {
+  std::optional<Problem> problem = problem_of(a, b, bias, out.scalar_type(), epilogue);
+  if (problem) problem->sm_count_target = std::max(0, sm_count_target);
   const auto fits = [&](const at::Tensor& t) {
     return t.device() == a.device() && t.scalar_type() == out.scalar_type() && t.is_contiguous() && t.dim() == 2 && t.size(0) == problem->m &&
            t.size(1) == problem->n && aligned(t.data_ptr());
@@ -367,7 +374,13 @@ bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor&
       cuda_stream_capturing()) {
     return false;
   }
-  const Plan& plan = plan_for(*problem);
+  const Plan* planned = nullptr;
+  try {
+    planned = &plan_for(*problem);
+  } catch (const std::exception&) {
+    return false;  // a descriptor cuBLASLt refused (an SM count target it does not take): ATen's
+  }
+  const Plan& plan = *planned;
   if (index >= static_cast<int>(plan.algorithms.size())) return false;
   const LtApi& api = lt_api();
   void* const workspace = workspace_for(problem->device, stream);
@@ -402,7 +415,7 @@ void lt_prepare_stream(int device, void* stream) {
 #else
 
 int lt_algorithm_count(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::ScalarType, int, LtEpilogue) { return 0; }
-bool lt_matmul_out(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int, LtEpilogue, const at::Tensor&) { return false; }
+bool lt_matmul_out(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int, LtEpilogue, const at::Tensor&, int) { return false; }
 std::string cublaslt_version() { return {}; }
 void lt_prepare_stream(int, void*) {}
 

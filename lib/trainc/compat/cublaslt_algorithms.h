@@ -42,12 +42,15 @@ int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tenso
 
 // Writes the product into `out` with algorithm `index` of that ranking. False, with nothing run,
 // where the operands are not ones this runs or the ranking is shorter (the caller then runs ATen's).
+// `sm_count_target` > 0: the ranking is the heuristic's for a kernel that uses that many of the
+// GPU's multiprocessors (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), for a product that runs beside
+// other work; not the ranking lt_algorithm_count counts.
 // Capturable into a CUDA graph: the workspace is one buffer per device, made by lt_algorithm_count
 // or the first call outside a capture (a product first met inside one is left to ATen), shared by
 // the products of every stream but the prepared ones (lt_prepare_stream), which run one after
 // another; a prepared stream has its own.
 bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
-                   LtEpilogue epilogue = LtEpilogue::none, const at::Tensor& aux = at::Tensor());
+                   LtEpilogue epilogue = LtEpilogue::none, const at::Tensor& aux = at::Tensor(), int sm_count_target = 0);
 
 // "cublaslt-algo-2": a compiled program's variant name for algorithm 2 of the ranking, and back.
 std::string lt_algorithm_name(int index);

@@ -1,5 +1,6 @@
 #include "trainc/compat/side_stream.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -71,11 +72,22 @@ struct SideStream::Impl {
 SideStream::SideStream(c10::Device device) : impl_(std::make_unique<Impl>(device)) {}
 SideStream::~SideStream() = default;
 
+namespace {
+thread_local int side_sm_target = 0;  // SideStream::product_sm_target inside run's work
+}  // namespace
+
 void SideStream::run(const std::function<void()>& work) {
   impl_->follow_current();
   c10::cuda::CUDAStreamGuard on_side(impl_->stream);
+  struct Target {  // set for the work, restored however it ends
+    int before = side_sm_target;
+    explicit Target(int sms) { side_sm_target = sms; }
+    ~Target() { side_sm_target = before; }
+  } target(std::max(1, at::cuda::getDeviceProperties(impl_->index)->multiProcessorCount / 2));
   work();
 }
+
+int SideStream::product_sm_target() { return side_sm_target; }
 
 void SideStream::set_mark(int mark) {
   if (static_cast<std::size_t>(mark) >= impl_->marks.size()) impl_->marks.resize(static_cast<std::size_t>(mark) + 1);
@@ -101,6 +113,7 @@ void SideStream::run(const std::function<void()>& work) { work(); }
 void SideStream::set_mark(int) {}
 void SideStream::wait_for_mark(int) {}
 void SideStream::join() {}
+int SideStream::product_sm_target() { return 0; }
 
 #endif
 

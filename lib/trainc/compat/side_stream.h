@@ -34,6 +34,12 @@ class SideStream {
   // The current stream waits for all of the side stream's work.
   void join();
 
+  // While `run`'s work runs on this thread: the multiprocessors a large product queued there should
+  // aim its kernel at, half the device's, so that a persistent GEMM (one block held on every SM it
+  // targets until it ends) leaves the other half to the current stream's kernels. 0 (all of them)
+  // anywhere else, and in a build without CUDA.
+  static int product_sm_target();
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -26,6 +26,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::graph_memsets, "graph_memsets"},
       {Optimization::side_stream, "side_stream"},               {Optimization::cast_kernel, "cast_kernel"},
       {Optimization::parameter_shadows, "parameter_shadows"},
+      {Optimization::head_grad_sms, "head_grad_sms"},
   };
   return names;
 }

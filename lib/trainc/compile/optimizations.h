@@ -63,6 +63,9 @@ enum class Optimization {
   parameter_shadows,    // GPU, trainc's AdamW kernel: parameters' bf16 copies written by the update and read by the
                         // next step's programs instead of cast at its start, the head's in its padded buffer
                         // (runtime/parameter_shadows)
+  head_grad_sms,        // GPU, side_stream: the head's weight-gradient GEMM on the second stream aimed at half the SMs
+                        // (cuBLASLt's SM count target) where the layers' products are too small to fill the GPU, leaving
+                        // the rest to the layers' backward (runtime/linear_cross_entropy)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -4,8 +4,10 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/cublaslt_algorithms.h"
+#include "trainc/compat/side_stream.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/ir/graph.h"
+#include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/cross_entropy_rows.h"
 #include "trainc/compile/runtime/parameter_shadows.h"
 #include "trainc/compile/runtime/scaled_rows.h"
@@ -43,8 +45,21 @@ ir::LinearCrossEntropyLayout layout_of(const at::Tensor& x, const at::Tensor& we
 }
 
 // out = a . b by the product's chosen algorithm, or the default.
-void product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const HeadGemmAlgorithms& algorithms, std::size_t which) {
-  head_product_into(out, a, b, which < algorithms.size() ? algorithms[which] : -1);
+void product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const HeadGemmAlgorithms& algorithms, std::size_t which,
+                  int sm_count_target = 0) {
+  head_product_into(out, a, b, which < algorithms.size() ? algorithms[which] : -1, sm_count_target);
+}
+
+// The SMs the weight's gradient GEMM aims at (0: all). On the side stream, beside the layers'
+// backward, half of them where the layers' products are small: x's rows by its width make fewer
+// 128 x 128 tiles than twice that half (the GPU's SMs, one fewer where their count is odd), so the layers' kernels are short and latency-bound and
+// leave SMs idle. cuBLASLt's kernel for the whole GPU holds every SM until it ends: the small
+// GPT's layers' backward, queued behind it, waited 50 us (docs/compile.md). GPT-2's layers fill
+// the GPU with work of their own, and the GEMM aimed at half of it took 0.9 ms longer a step.
+int weight_grad_sm_target(const at::Tensor& x) {
+  const int half = optimization_enabled(Optimization::head_grad_sms) ? SideStream::product_sm_target() : 0;
+  const int64_t tiles = (x.size(0) + 127) / 128 * ((x.size(1) + 127) / 128);
+  return half > 0 && tiles < 2 * static_cast<int64_t>(half) ? half : 0;
 }
 
 // The rows' logit gradients inside the training pair's buffer: [rows, padded vocabulary].
@@ -81,13 +96,15 @@ at::Tensor unscaled_dlogits(const at::Tensor& wide, const at::Tensor& picked, do
 
 }  // namespace
 
-void head_product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, int algorithm) {
+void head_product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, int algorithm, int sm_count_target) {
   at::Tensor target = out;  // the same tensor, writable
   if (out.scalar_type() != a.scalar_type()) {
     // A float32 product of half-precision operands: ATen's mm writes only the operands' dtype, so
     // the default is cuBLASLt's first-ranked algorithm, and where that cannot run (the CPU, a
-    // product first met inside a capture) matmul_to_float's, copied in.
-    if (!lt_matmul_out(out, a, b, at::Tensor(), std::max(algorithm, 0))) target.copy_(matmul_to_float(a, b));
+    // product first met inside a capture) matmul_to_float's, copied in. Only the default takes an
+    // SM count target: a product max-autotune chose runs as it measured it, on the whole GPU.
+    const int sms = algorithm < 0 ? sm_count_target : 0;
+    if (!lt_matmul_out(out, a, b, at::Tensor(), std::max(algorithm, 0), LtEpilogue::none, at::Tensor(), sms)) target.copy_(matmul_to_float(a, b));
     return;
   }
   if (algorithm >= 0 && lt_matmul_out(out, a, b, at::Tensor(), algorithm)) return;
@@ -196,7 +213,7 @@ at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, cons
     scale_rows_into(scaled_x, x.contiguous(), grad);
     // Written where it is returned, padding rows and all: D's padding columns are 0, so are they.
     at::Tensor weight_grad = result.narrow(0, input ? rows * width : 0, padded * width).view({padded, width});
-    product_into(weight_grad, dlogits.t(), scaled_x, algorithms, input ? 1 : 0);
+    product_into(weight_grad, dlogits.t(), scaled_x, algorithms, input ? 1 : 0, weight_grad_sm_target(x));
   }
   return result;
 }

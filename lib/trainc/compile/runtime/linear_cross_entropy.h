@@ -65,8 +65,9 @@ at::Tensor linear_cross_entropy_grad_from_dlogits(const at::Tensor& packed, cons
 
 // out = a . b as the head's products run it: by cuBLASLt's ranked algorithm `algorithm`, or for
 // -1 by ATen's mm; a float32 `out` of half-precision operands gets their float32 product (on a GPU
-// cuBLASLt's first-ranked algorithm for -1; elsewhere the product rounded, then widened).
-void head_product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, int algorithm);
+// cuBLASLt's first-ranked algorithm for -1, ranked for `sm_count_target` SMs when that is > 0;
+// elsewhere the product rounded, then widened).
+void head_product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, int algorithm, int sm_count_target = 0);
 
 // One of those products, out = a . b, on operands shaped and laid out as the op's own (their
 // values are not the op's): what max-autotune measures to choose its algorithm.
