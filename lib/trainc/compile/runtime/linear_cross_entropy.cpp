@@ -52,10 +52,11 @@ void product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& 
 
 // The SMs the weight's gradient GEMM aims at (0: all). On the side stream, beside the layers'
 // backward, half of them where the layers' products are small: x's rows by its width make fewer
-// 128 x 128 tiles than twice that half (the GPU's SMs, one fewer where their count is odd), so the layers' kernels are short and latency-bound and
-// leave SMs idle. cuBLASLt's kernel for the whole GPU holds every SM until it ends: the small
-// GPT's layers' backward, queued behind it, waited 50 us (docs/compile.md). GPT-2's layers fill
-// the GPU with work of their own, and the GEMM aimed at half of it took 0.9 ms longer a step.
+// 128 x 128 tiles than twice that half (the GPU's SMs, one fewer where their count is odd), so the
+// layers' kernels are short and latency-bound and leave SMs idle. cuBLASLt's kernel for the whole
+// GPU holds every SM until it ends: the small GPT's layers' backward, queued behind it, waited
+// 50 us (docs/compile.md). GPT-2's layers fill the GPU with work of their own, and the GEMM aimed
+// at half of it took 0.9 ms longer a step.
 int weight_grad_sm_target(const at::Tensor& x) {
   const int half = optimization_enabled(Optimization::head_grad_sms) ? SideStream::product_sm_target() : 0;
   const int64_t tiles = (x.size(0) + 127) / 128 * ((x.size(1) + 127) / 128);
