@@ -9,7 +9,7 @@ int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last) {
 }
 
 BatchLoader::BatchLoader(const Dataset& dataset, std::vector<int64_t> order, int64_t batch_size, bool drop_last,
-                         int64_t first_batch, int64_t num_workers, torch::Device device)
+                         int64_t first_batch, int64_t num_workers, torch::Device device, bool copy_to_device)
     : dataset_(dataset),
       order_(std::move(order)),
       batch_size_(batch_size),
@@ -17,7 +17,8 @@ BatchLoader::BatchLoader(const Dataset& dataset, std::vector<int64_t> order, int
       first_(first_batch),
       next_(first_batch),
       num_workers_(num_workers),
-      device_(device) {
+      device_(device),
+      copy_to_device_(copy_to_device) {
   for (int64_t worker = 0; worker < num_workers_; ++worker) workers_.emplace_back([this, worker] { work(worker); });
 }
 
@@ -75,7 +76,7 @@ std::optional<Batch> BatchLoader::next() {
     ++next_;
   }
   changed_.notify_all();
-  if (device_.is_cuda()) {
+  if (device_.is_cuda() && copy_to_device_) {
     batch = {batch.inputs.to(device_, /*non_blocking=*/true), batch.targets.to(device_, /*non_blocking=*/true)};
   }
   return batch;

@@ -3,7 +3,9 @@
 // Cuts one epoch's sample order into batches and hands them out in order. With num_workers > 0,
 // worker threads assemble batches ahead of the training thread (at most 2 per worker ahead);
 // batch i is always the same samples, whoever builds it, so prefetching never changes a run.
-// On CUDA, batches are pinned in the workers and copied to the GPU asynchronously.
+// On CUDA, batches are pinned in the workers and copied to the GPU asynchronously, or handed out
+// pinned (copy_to_device false) to a consumer that copies them where it needs them (StepGraphs'
+// input buffers).
 #pragma once
 
 #include <condition_variable>
@@ -23,7 +25,7 @@ int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last);
 class BatchLoader {
  public:
   BatchLoader(const Dataset& dataset, std::vector<int64_t> order, int64_t batch_size, bool drop_last,
-              int64_t first_batch, int64_t num_workers, torch::Device device);
+              int64_t first_batch, int64_t num_workers, torch::Device device, bool copy_to_device = true);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -44,6 +46,7 @@ class BatchLoader {
   int64_t next_;   // the next batch next() hands out; guarded by mutex_ once workers run
   int64_t num_workers_;
   torch::Device device_;
+  bool copy_to_device_;
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -487,9 +487,10 @@ int Trainer::train() {
   auto epoch_value = [&] { return static_cast<double>(epoch) + static_cast<double>(step_in_epoch) / static_cast<double>(plan_.steps_per_epoch); };
   int stop_signal = 0;  // the signal that stopped the run (received here or, data-parallel, by any rank)
   while (state_.global_step < plan_.total_steps && stop_signal == 0) {
+    // Whole-step graphs copy a batch from pinned host memory straight into their input buffers.
     BatchLoader loader(*data_.train, rank_share(data_.train->epoch_order(data_seed_, epoch), world_),
                        args_.per_device_train_batch_size, args_.dataloader_drop_last, step_in_epoch * accumulation,
-                       args_.dataloader_num_workers, device_);
+                       args_.dataloader_num_workers, device_, /*copy_to_device=*/!step_graphs_);
     while (state_.global_step < plan_.total_steps) {
       const auto step_start = std::chrono::steady_clock::now();
       std::vector<Batch> micro_batches;

@@ -11,14 +11,22 @@
 namespace trainc {
 namespace {
 
-std::string step_signature(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
-  const std::string first = input_signature(inputs[0], targets[0]);
+// The signature of the micro-batches once on `device` (they may still be in host memory).
+std::string step_signature(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets, c10::Device device) {
+  const std::string first = input_signature(inputs[0], targets[0], device);
   std::string signature = std::to_string(inputs.size()) + " micro-batch" + (inputs.size() == 1 ? "" : "es") + ": " + first;
   for (std::size_t i = 1; i < inputs.size(); ++i) {
-    const std::string other = input_signature(inputs[i], targets[i]);
+    const std::string other = input_signature(inputs[i], targets[i], device);
     if (other != first) signature += "; " + other;  // a shape that differs from the first (a partial last batch)
   }
   return signature;
+}
+
+// The tensors on `device`: those in (pinned) host memory copied there without waiting.
+std::vector<at::Tensor> on_device(const std::vector<at::Tensor>& tensors, c10::Device device) {
+  std::vector<at::Tensor> result;
+  for (const at::Tensor& tensor : tensors) result.push_back(tensor.to(device, /*non_blocking=*/true));
+  return result;
 }
 
 std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
@@ -27,6 +35,8 @@ std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
   return result;
 }
 
+// A host tensor's copy goes straight into its buffer: one copy a tensor, where moving the batch to
+// the device first made two.
 void copy_into(std::vector<at::Tensor>& buffers, const std::vector<at::Tensor>& values) {
   for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(values[i], /*non_blocking=*/true);
 }
@@ -50,8 +60,8 @@ void StepGraphs::use_gradients(const Entry& entry) {
   for (std::size_t i = 0; i < parameters_.size(); ++i) parameters_[i].mutable_grad() = entry.gradients[i];
 }
 
-StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
-  const std::string signature = step_signature(inputs, targets);
+StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const std::vector<at::Tensor>& batch_targets) {
+  const std::string signature = step_signature(batch_inputs, batch_targets, device_);
   auto found = entries_.find(signature);
   if (found == entries_.end()) {
     if (static_cast<int>(entries_.size()) >= max_graphs_) {
@@ -61,8 +71,9 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
         on_event_({signature, "graph limit: running without a graph", 0.0});
         warned_limit_ = true;
       }
-      return run_without_graph(inputs, targets);
+      return run_without_graph(on_device(batch_inputs, device_), on_device(batch_targets, device_));
     }
+    const std::vector<at::Tensor> inputs = on_device(batch_inputs, device_), targets = on_device(batch_targets, device_);
     Entry& entry = entries_[signature];
     entry.graph = std::make_unique<CudaGraph>(device_);
     clear_gradients();
@@ -89,8 +100,8 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
   shadows.refresh_stale();
   if (!entry.captured) {
     const auto start = std::chrono::steady_clock::now();
-    entry.inputs = clones(inputs);
-    entry.targets = clones(targets);
+    entry.inputs = clones(on_device(batch_inputs, device_));
+    entry.targets = clones(on_device(batch_targets, device_));
     clear_gradients();
     // Captured work is recorded, not run: the update graph reads the gradient tensors the first
     // graph's capture allocated, which every replay of it overwrites in place. The libraries' small
@@ -123,8 +134,8 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& inputs, const std::vec
     pending_seconds_ += seconds;
     on_event_({signature, "captured", seconds});
   } else {
-    copy_into(entry.inputs, inputs);
-    copy_into(entry.targets, targets);
+    copy_into(entry.inputs, batch_inputs);
+    copy_into(entry.targets, batch_targets);
     use_gradients(entry);
   }
   entry.graph->replay();

@@ -14,6 +14,8 @@
 //                programs, the optimizer's state, library handles and workspaces.
 //   second step  the batch is copied into static input buffers, the step is captured, then replayed.
 //   later steps  the batch is copied into the buffers and the graph replayed.
+// A batch may be handed in on the device or in pinned host memory; from host memory, a replay's
+// copies go straight into the buffers.
 // Gradients are set to none before a warm-up and before a capture, so the captured backward
 // writes fresh gradients at every replay: that is the zeroing. Anything else that changes from
 // step to step (the learning rate) must live in device tensors written before run().
@@ -60,7 +62,7 @@ class StepGraphs {
 
   // A replayed step's results are the graph's output buffers: the next replay of the same
   // signature overwrites them.
-  StepResult run(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets);
+  StepResult run(const std::vector<at::Tensor>& batch_inputs, const std::vector<at::Tensor>& batch_targets);
 
   // Seconds spent capturing since the last call (kept out of step times, like compile time).
   double take_capture_seconds();
