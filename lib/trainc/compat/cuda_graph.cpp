@@ -54,8 +54,8 @@ void edit_and_instantiate(Graph& graph, const std::function<void(void*)>& edit) 
 }  // namespace
 
 struct CudaGraph::Impl {
-  explicit Impl(c10::Device device)
-      : index(device.index() < 0 ? 0 : device.index()), stream(c10::cuda::getStreamFromPool(false, index)) {}
+  Impl(c10::Device device, bool high_priority)
+      : index(device.index() < 0 ? 0 : device.index()), stream(c10::cuda::getStreamFromPool(high_priority, index)) {}
 
   void on_side_stream(const std::function<void()>& work) {
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(index);
@@ -76,7 +76,7 @@ struct CudaGraph::Impl {
   at::cuda::CUDAGraph graph = new_graph<at::cuda::CUDAGraph>();  // instantiated by capture(), after `edit`
 };
 
-CudaGraph::CudaGraph(c10::Device device) : impl_(std::make_unique<Impl>(device)) {}
+CudaGraph::CudaGraph(c10::Device device, bool high_priority) : impl_(std::make_unique<Impl>(device, high_priority)) {}
 CudaGraph::~CudaGraph() = default;
 
 void CudaGraph::run(const std::function<void()>& work) { impl_->on_side_stream(work); }
@@ -109,7 +109,7 @@ bool cuda_stream_capturing() { return false; }
 
 struct CudaGraph::Impl {};
 
-CudaGraph::CudaGraph(c10::Device) { throw std::logic_error("CUDA graphs need a LibTorch built with CUDA"); }
+CudaGraph::CudaGraph(c10::Device, bool) { throw std::logic_error("CUDA graphs need a LibTorch built with CUDA"); }
 CudaGraph::~CudaGraph() = default;
 void CudaGraph::run(const std::function<void()>&) {}
 void CudaGraph::capture(const std::function<void()>&, const std::function<void(void*)>&) {}

@@ -22,9 +22,14 @@ bool cuda_stream_capturing();
 // One graph and the side stream it is warmed up and captured on (capture needs a stream other
 // than the default one). Work on the side stream starts after everything already queued on the
 // current stream, and the current stream waits for it.
+//
+// With `high_priority`, that stream is one of the device's high-priority streams. Captured kernels
+// keep the priority of the stream they were captured on (ATen instantiates graphs to use each
+// node's own), so where the graph's work forks onto a stream of ordinary priority (SideStream), an
+// SM that comes free takes this stream's waiting blocks first.
 class CudaGraph {
  public:
-  explicit CudaGraph(c10::Device device);
+  explicit CudaGraph(c10::Device device, bool high_priority = false);
   ~CudaGraph();
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;

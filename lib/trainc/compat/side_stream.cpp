@@ -33,7 +33,9 @@ c10::cuda::CUDAStream side_stream_of(c10::DeviceIndex index) {
   if (found == streams.end()) {
     c10::cuda::CUDAGuard on_device(index);
     cudaStream_t raw = nullptr;
-    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking));  // kept for the process
+    int least_priority = 0, greatest_priority = 0;
+    C10_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+    C10_CUDA_CHECK(cudaStreamCreateWithPriority(&raw, cudaStreamNonBlocking, least_priority));  // kept for the process
     found = streams.emplace(index, c10::cuda::getStreamFromExternal(raw, index)).first;
     lt_prepare_stream(index, raw);
     const bool capturing = cuda_stream_capturing();  // programs are built before captures: never so far

@@ -7,7 +7,8 @@
 // one, and the current stream waits for the side stream's work up to a mark. The side stream is
 // one per device, created for it and shared by every program (they run one after another and each
 // waits for its side work before it returns); the libraries' workspaces for it are made with it,
-// outside any capture.
+// outside any capture. It has the device's ordinary (lowest) priority: a graph captured on a
+// high-priority stream (CudaGraph) puts its own kernels ahead of the side stream's.
 #pragma once
 
 #include <c10/core/Device.h>

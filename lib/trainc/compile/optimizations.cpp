@@ -27,6 +27,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::side_stream, "side_stream"},               {Optimization::cast_kernel, "cast_kernel"},
       {Optimization::parameter_shadows, "parameter_shadows"},
       {Optimization::head_grad_sms, "head_grad_sms"},
+      {Optimization::stream_priorities, "stream_priorities"},
   };
   return names;
 }

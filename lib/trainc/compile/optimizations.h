@@ -7,7 +7,7 @@
 // allowed). The variable is read when a step is compiled and, for the library choices
 // (attention_choice, column_sums, gemm_algorithms), at the compiled step's first run, and for
 // adamw_kernel when the capturable AdamW is made, for grad_norm_kernel at each step, and for
-// graph_memsets at each CUDA graph capture; an unknown name stops the run at start (exit 2).
+// graph_memsets and stream_priorities at each CUDA graph capture; an unknown name stops the run at start (exit 2).
 // Each switch leaves the step correct: what it turns off is how the work is done, not what is
 // computed (up to rounding).
 #pragma once
@@ -66,6 +66,9 @@ enum class Optimization {
   head_grad_sms,        // GPU, side_stream: the head's weight-gradient GEMM on the second stream aimed at half the SMs
                         // (cuBLASLt's SM count target) where the layers' products are too small to fill the GPU, leaving
                         // the rest to the layers' backward (runtime/linear_cross_entropy)
+  stream_priorities,    // GPU: a captured step's main stream of high priority, its second stream's (side_stream) of
+                        // ordinary priority, so that freed SMs take the main stream's waiting blocks first
+                        // (runtime/step_graphs, compat/cuda_graph)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -75,11 +75,14 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     }
     const std::vector<at::Tensor> inputs = on_device(batch_inputs, device_), targets = on_device(batch_targets, device_);
     Entry& entry = entries_[signature];
-    entry.graph = std::make_unique<CudaGraph>(device_);
+    // The step's own stream of high priority over the side stream (switch stream_priorities): the
+    // work the step waits on next gets freed SMs before the weight gradients beside it.
+    const bool high_priority = optimization_enabled(Optimization::stream_priorities);
+    entry.graph = std::make_unique<CudaGraph>(device_, high_priority);
     clear_gradients();
     StepResult result;
     if (phases_.exchange) {
-      entry.update = std::make_unique<CudaGraph>(device_);
+      entry.update = std::make_unique<CudaGraph>(device_, high_priority);
       entry.graph->run([&] { result.loss = phases_.gradients(inputs, targets); });
       phases_.exchange();
       entry.update->run([&] { result.grad_norm = phases_.update(); });
