@@ -75,6 +75,28 @@ TEST_CASE("a cast into bf16 joins the kernel of the value it casts, and of a par
   CHECK(steps_of(h, schedule_kernels(h)) == std::vector<std::string>{"exp", "aten:cast"});
 }
 
+TEST_CASE("a loss's mean over a few thousand rows is one kernel; a whole reduction of a large tensor is not", "[unit][fusion]") {
+  //   loss[n] ──mul(mask)──sum──div──> mean     (the rows kept, summed and counted: one block)
+  //   mask[n] ─────────────sum──┘
+  for (const int64_t n : {int64_t{2048}, int64_t{65536}}) {
+    INFO(n << " rows");
+    Graph g;
+    const ValueId loss = g.add_input("loss", f32({n}));
+    const ValueId mask = g.add_input("mask", f32({n}));
+    const ValueId kept = g.add(Op::mul, {loss, mask});
+    const ValueId total = g.add(Op::sum, {kept}, ints({0}));
+    g.mark_output(g.add(Op::div, {total, g.add(Op::sum, {g.add(Op::exp, {mask})}, ints({0}))}));
+    const Schedule s = schedule_kernels(g);
+    if (n == 2048) {
+      CHECK(steps_of(g, s) == std::vector<std::string>{"mul sum exp sum div"});
+      CHECK(s.kernels[0].reduce_from == 0);
+    } else {
+      // One block would read all 65,536: the sum runs in a kernel of its own.
+      CHECK(s.kernel_of[static_cast<std::size_t>(total)] != s.kernel_of[static_cast<std::size_t>(kept)]);
+    }
+  }
+}
+
 TEST_CASE("layer norm is one kernel: two row reductions and the pointwise ops around them", "[unit][fusion]") {
   //   x ──sum──div(D)──sub──mul──sum──div──add(eps)──rsqrt──mul──> out
   //   └────────────────┘              (rows of x: one value per row)  ┘

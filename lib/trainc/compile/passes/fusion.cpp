@@ -17,6 +17,10 @@ constexpr int64_t kMaxColumnSumColumns = 16384;
 // Fewer rows than this make a kernel with column sums run on fewer blocks than a GPU has room for
 // (a block takes rows; the kernel it joins would otherwise have run a block per row or finer).
 constexpr int64_t kMinColumnSumRows = 1024;
+// A reduction over every dimension runs as a single row, one block: it joins the kernel that makes
+// what it reduces only up to this many elements (a loss's mean over its 2,048 rows: the rows
+// masked, summed and counted by one launch instead of three).
+constexpr int64_t kMaxWholeReductionElements = 16384;
 // How many of the newest kernels a column sum of a value no kernel computes looks through for one
 // that loads the value, and how many steps it waits for a newer one (then it is placed before the
 // next step that is not a pointwise node joining a kernel).
@@ -97,8 +101,9 @@ struct Grouping {
     if (ir::op_kind(node.op) == OpKind::kReduction) {
       const int split = *trailing_split(graph, node);
       const ValueId x = node.inputs[0];
-      // A reduction over everything has a single row: one thread would run the whole kernel.
-      if (split == 0 || graph.type(x).shape != kernel.domain || role(x) != KernelRole::element) return std::nullopt;
+      // A reduction over everything has a single row, which one block runs: only a small one joins.
+      if (split == 0 && graph.type(x).numel() > kMaxWholeReductionElements) return std::nullopt;
+      if (graph.type(x).shape != kernel.domain || role(x) != KernelRole::element) return std::nullopt;
       if (kernel.has_reduction() && split != kernel.reduce_from) return std::nullopt;
       if (kernel.column_split != 0 && split != kernel.column_split) return std::nullopt;
       return KernelRole::row;

@@ -7,7 +7,8 @@
 //     reads no kernel's value (recomputed from saved values) joins the newest step if it is a kernel;
 //   - a reduction over trailing dimensions fuses with the pointwise ops that feed it, with other
 //     reductions over the same rows (layer norm's mean and variance, softmax's max and sum), and
-//     with the pointwise ops that follow, at row level (one value per row) or element level;
+//     with the pointwise ops that follow, at row level (one value per row) or element level; one
+//     over every dimension (a single row, run by one block) joins only up to 16,384 elements;
 //   - on a GPU (`column_sums`), a float32 sum over the leading dimensions of an element member, or
 //     of a value an element member loads whole, joins that kernel as a column member when those
 //     dimensions are the kernel's rows (at least 1024 of them): each block adds up its rows' values
