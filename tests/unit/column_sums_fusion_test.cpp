@@ -66,6 +66,15 @@ TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that make
   CHECK_THAT(kernel.source, Contains("float* __restrict__ ws)") && Contains("k_store8(ws + ") &&
                                 Contains("__global__ void __launch_bounds__(1024) trainc_kernel_bwd_0_finish("));
   for (ValueId sum : sums) CHECK(std::find(kernel.arguments.begin(), kernel.arguments.end(), sum) == kernel.arguments.end());  // the finish writes them
+  // A thread owns one group of the row: g and x are loaded once a row, before the row's sum and
+  // the pass that stores dx and adds the column sums.
+  const auto count = [&](const std::string& text) {
+    std::size_t n = 0;
+    for (std::size_t at = kernel.source.find(text); at != std::string::npos; at = kernel.source.find(text, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("k_load8(p") == 2);
+  CHECK(kernel.source.find("k_load8(p") < kernel.source.find("k_block_reduce"));
   // The second layer's kernel launches the first one's code, its finish included.
   CHECK(program.kernels[1].symbol == "trainc_kernel_bwd_0");
   CHECK(program.kernels[1].finish_symbol == "trainc_kernel_bwd_0_finish");

@@ -354,7 +354,8 @@ TEST_CASE("golden: the CUDA of the same softmax kernel, and blocks sized to the 
   CHECK(program.kernels[0].arguments == std::vector<ValueId>{0, 5});
   CHECK(program.kernels[0].block == 32);
   CHECK(program.kernels[0].grid == 3);  // a block per row
-  // Rows of 8 floats: each pass loads its row 16 bytes at a time (see the next test case).
+  // Rows of 8 floats, one group a thread: the row is loaded once, 16 bytes at a time, before the
+  // passes that read it (see the next test case).
   CHECK(program.kernels[0].source == R"(
 // kernel 0: reduction over [3, 8], reducing from dim 1; amax sub exp sum div; reads 0.00 MB, writes 0.00 MB
 extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __restrict__ p0, float* __restrict__ s1) {
@@ -364,11 +365,14 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
     const int i0 = (o / 1) % 3;
     const int o0 = 0 + i0 * 8;
     const int o1 = 0 + i0 * 8;
+    const int jv = threadIdx.x * 8;
+    float r0[8];
+    if (threadIdx.x < 1) {
+      k_load8(p0 + o0 + jv, r0);
+    }
     float acc2 = (-__int_as_float(0x7f800000));
     for (int cv = threadIdx.x; cv < 1; cv += 32) {
       const int jv = cv * 8;
-      float r0[8];
-      k_load8(p0 + o0 + jv, r0);
       #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int j0 = jv + u;
@@ -379,8 +383,6 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
     float acc3 = float(0);
     for (int cv = threadIdx.x; cv < 1; cv += 32) {
       const int jv = cv * 8;
-      float r0[8];
-      k_load8(p0 + o0 + jv, r0);
       #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int j0 = jv + u;
@@ -392,8 +394,6 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
     const float v3 = k_block_reduce<true>(acc3, float(0), shared3);
     for (int cv = threadIdx.x; cv < 1; cv += 32) {
       const int jv = cv * 8;
-      float r0[8];
-      k_load8(p0 + o0 + jv, r0);
       float w1[8];
       #pragma unroll
       for (int u = 0; u < 8; ++u) {

@@ -28,6 +28,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::parameter_shadows, "parameter_shadows"},
       {Optimization::head_grad_sms, "head_grad_sms"},
       {Optimization::stream_priorities, "stream_priorities"},
+      {Optimization::row_registers, "row_registers"},
   };
   return names;
 }

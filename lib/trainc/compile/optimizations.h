@@ -69,6 +69,9 @@ enum class Optimization {
   stream_priorities,    // GPU: a captured step's main stream of high priority, its second stream's (side_stream) of
                         // ordinary priority, so that freed SMs take the main stream's waiting blocks first
                         // (runtime/step_graphs, compat/cuda_graph)
+  row_registers,        // inductor, GPU: a row kernel whose threads own one 8-column group of a row each loads the row's
+                        // operands once, at its start, instead of again in every pass after a reduction
+                        // (codegen/cuda_kernels)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "trainc/compile/optimizations.h"
+
 namespace trainc::codegen {
 namespace {
 
@@ -282,9 +284,10 @@ class CudaKernelRenderer : KernelLayout {
   // A group of kVectorWidth columns from column jv: the registers of the loads `members` and
   // `reductions` read and of the vector stores among `stores`, then the unrolled loop over the
   // group (its body one level deeper than `indent`), ...
+  // (`loaded`: the registers were filled before, once for the row.)
   void open_group(std::ostream& out, const std::string& indent, const std::vector<ValueId>& members, const std::vector<ValueId>& reductions,
-                  const std::vector<ValueId>& stores) const {
-    emit_vector_loads(out, indent, vector_loads(members, reductions));
+                  const std::vector<ValueId>& stores, bool loaded = false) const {
+    if (!loaded) emit_vector_loads(out, indent, vector_loads(members, reductions));
     for (ValueId m : stores) {
       if (vector_stores_.count(m)) out << indent << "float w" << m << "[" << kVectorWidth << "];\n";
     }
@@ -388,6 +391,29 @@ class CudaKernelRenderer : KernelLayout {
     const std::string indent = "    ", inner = "      ";
     emit_row_offsets(out, indent, "o", t);
     emit_row_values(out, indent, stage, 0);
+    // When a thread owns one group of the row (a row of at most `block` groups: the small GPT's 256
+    // columns), its operands are loaded once, all together, at the row's start: each pass after a
+    // reduction would otherwise wait for its loads again, and a last pass's own operand (a layer
+    // norm backward's residual gradient) for memory, after the reductions instead of beside them.
+    const bool row_in_registers = vectorized && units <= block && optimization_enabled(Optimization::row_registers);
+    if (row_in_registers) {
+      std::vector<ValueId> elements, reduced = sums;
+      for (std::size_t i = 0; i < kernel_.members.size(); ++i) {
+        const ValueId m = kernel_.members[i];
+        if (kernel_.roles[i] == KernelRole::element) elements.push_back(m);
+        if (kernel_.roles[i] == KernelRole::row && ir::op_kind(graph_.node(m).op) == ir::OpKind::kReduction) {
+          reduced.push_back(m);
+        }
+      }
+      const std::vector<int> loads = vector_loads(elements, reduced);
+      out << indent << "const " << t << " jv = threadIdx.x * " << kVectorWidth << ";\n";
+      for (int a : loads) out << indent << "float r" << a << "[" << kVectorWidth << "];\n";
+      out << indent << "if (threadIdx.x < " << units << ") {\n";
+      for (int a : loads) {
+        out << inner << "k_load8(" << pointer(accesses_[static_cast<std::size_t>(a)].base) << " + o" << a << " + jv, r" << a << ");\n";
+      }
+      out << indent << "}\n";
+    }
     // A pass over the row's columns: one column a thread at a time, or (vectorized) a group of
     // kVectorWidth, its operands loaded first and the group's elements computed in an unrolled loop.
     const std::string body = vectorized ? inner + "  " : inner;
@@ -400,7 +426,7 @@ class CudaKernelRenderer : KernelLayout {
       }
       out << indent << "for (" << t << " cv = threadIdx.x; cv < " << columns() / kVectorWidth << "; cv += " << block << ") {\n";
       out << inner << "const " << t << " jv = cv * " << kVectorWidth << ";\n";
-      open_group(out, inner, members, reductions, stores);
+      open_group(out, inner, members, reductions, stores, row_in_registers);
     };
     const auto close_columns = [&](const std::vector<ValueId>& stores) {
       if (vectorized) close_group(out, inner, stores);
@@ -444,7 +470,7 @@ class CudaKernelRenderer : KernelLayout {
       out << inner << "if (" << (vectorized ? "cv" : "column") << " < " << units << ") {\n";
       if (vectorized) {
         out << group << "const " << t << " jv = cv * " << kVectorWidth << ";\n";
-        open_group(out, group, members, sums, element_stores);
+        open_group(out, group, members, sums, element_stores, row_in_registers);
       } else {
         emit_column_indices(out, group, "column");
       }
