@@ -7,8 +7,9 @@
 // Adam amplify that), bf16 within 2e-2: the losses, the weights (all of them as one vector,
 // normwise) and the trained models' logits on a batch neither saw.
 // Two micro-batches per step; steps 20-22 use another batch size, so a second signature is warmed up, captured and replayed, and the
-// first one replayed again afterwards. The graphs get every other step's batch in pinned host memory
-// (both warm-ups among them), the others' on the GPU; a signature names the GPU either way.
+// first one replayed again afterwards. The graphs get half the steps' batches in pinned host memory
+// (both warm-ups and both captures among them), the others' on the GPU; a signature names the GPU
+// either way.
 // With an exchange (as data-parallel training's all-reduce) between gradients and update, a step is
 // two graphs with eager work between their replays: here the exchange zeroes the token embedding's
 // gradient in place, which leaves that table to weight decay alone only if it runs at every replay,
@@ -143,9 +144,10 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
     for (int micro = 0; micro < 2; ++micro) {
       // A rule to learn (random targets would leave every gradient noise, which Adam amplifies).
       const torch::Tensor tokens = torch::randint(0, 97, {batch, 32});
-      // Even steps hand the graphs their batch in pinned host memory, as the trainer does: a replay
-      // copies it straight into the graph's input buffers.
-      const bool on_host = mode != "eager" && step % 2 == 0;
+      // Steps 0, 1, 4, 5, ... hand the graphs their batch in pinned host memory, as the trainer
+      // does (both warm-ups and both captures among them): a replay copies it straight into the
+      // graph's input buffers.
+      const bool on_host = mode != "eager" && step % 4 < 2;
       inputs.push_back(on_host ? tokens.pin_memory() : tokens.to(kGpu));
       targets.push_back(on_host ? ((tokens * 7 + 3) % 97).pin_memory() : ((tokens * 7 + 3) % 97).to(kGpu));
     }

@@ -83,6 +83,21 @@ TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that make
   CHECK(program.finish_launches() == std::vector<int>{2, 3});
 }
 
+TEST_CASE("on a GPU a column sum does not join a kernel that reduces over every dimension", "[unit][fusion]") {
+  //   x ──exp──sum(all)──> total       (a single row: the kernel's one block)
+  //          └─sum(rows)──> columns    (per column: its rows are not the kernel's)
+  Graph g;
+  const ValueId e = g.add(Op::exp, {g.add_input("x", f32({2048, 8}))});
+  const ValueId total = g.add(Op::sum, {e}, ints({0, 1}));
+  const ValueId columns = g.add(Op::sum, {e}, ints({0}));
+  g.mark_output(total);
+  g.mark_output(columns);
+  const Schedule s = schedule_kernels(g, {}, /*column_sums=*/true);
+  CHECK(s.kernel_of[static_cast<std::size_t>(total)] == s.kernel_of[static_cast<std::size_t>(e)]);
+  CHECK(s.kernel_of[static_cast<std::size_t>(columns)] != s.kernel_of[static_cast<std::size_t>(e)]);
+  for (const FusedKernel& kernel : s.kernels) CHECK(kernel.column_split == 0);
+}
+
 TEST_CASE("on a GPU a column sum met before the kernel that loads what it sums waits for that kernel", "[unit][fusion]") {
   // Autodiff emits a layer norm's bias gradient before the kernel that loads g (a product's output):
   //   g = a @ w ──sum(leading)──> bias                       (met first)

@@ -7,7 +7,8 @@
 // allowed). The variable is read when a step is compiled and, for the library choices
 // (attention_choice, column_sums, gemm_algorithms), at the compiled step's first run, and for
 // adamw_kernel when the capturable AdamW is made, for grad_norm_kernel at each step, and for
-// graph_memsets and stream_priorities at each CUDA graph capture; an unknown name stops the run at start (exit 2).
+// graph_memsets at each CUDA graph capture, for stream_priorities when a signature's graph is made
+// (at its warm-up); an unknown name stops the run at start (exit 2).
 // Each switch leaves the step correct: what it turns off is how the work is done, not what is
 // computed (up to rounding).
 #pragma once
@@ -69,9 +70,9 @@ enum class Optimization {
   stream_priorities,    // GPU: a captured step's main stream of high priority, its second stream's (side_stream) of
                         // ordinary priority, so that freed SMs take the main stream's waiting blocks first
                         // (runtime/step_graphs, compat/cuda_graph)
-  row_registers,        // inductor, GPU: a row kernel whose threads own one 8-column group of a row each loads the row's
-                        // operands once, at its start, instead of again in every pass after a reduction
-                        // (codegen/cuda_kernels)
+  row_registers,        // inductor, GPU: a row kernel whose threads (256 at most) own one 8-column group of a row each
+                        // loads the row's operands once, at its start, instead of again in every pass after a
+                        // reduction (codegen/cuda_kernels)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -391,11 +391,13 @@ class CudaKernelRenderer : KernelLayout {
     const std::string indent = "    ", inner = "      ";
     emit_row_offsets(out, indent, "o", t);
     emit_row_values(out, indent, stage, 0);
-    // When a thread owns one group of the row (a row of at most `block` groups: the small GPT's 256
-    // columns), its operands are loaded once, all together, at the row's start: each pass after a
-    // reduction would otherwise wait for its loads again, and a last pass's own operand (a layer
-    // norm backward's residual gradient) for memory, after the reductions instead of beside them.
-    const bool row_in_registers = vectorized && units <= block && optimization_enabled(Optimization::row_registers);
+    // When a thread owns one group of the row (a row of at most `block` groups, in blocks of up to
+    // 256 threads: up to 2,048 columns; the small GPT's layer norms, GPT-2's backward ones), its
+    // operands are loaded once, all together, at the row's start: each pass after a reduction
+    // would otherwise wait for its loads again, and a last pass's own operand (a layer norm
+    // backward's residual gradient) for memory, after the reductions instead of beside them. Larger
+    // blocks get fewer registers a thread, which the row's operands held throughout could exceed.
+    const bool row_in_registers = vectorized && units <= block && block <= 256 && optimization_enabled(Optimization::row_registers);
     if (row_in_registers) {
       std::vector<ValueId> elements, reduced = sums;
       for (std::size_t i = 0; i < kernel_.members.size(); ++i) {

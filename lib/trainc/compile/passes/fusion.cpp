@@ -84,10 +84,13 @@ struct Grouping {
     if (const std::optional<int> leading = leading_split(graph, node)) {
       // A column member: a sum over the kernel's rows of an element member over its whole domain.
       const ValueId x = node.inputs[0];
-      const int rows_end = kernel.has_reduction() ? kernel.reduce_from : kernel.column_split;
       const bool computed_here = in_kernel(x, kernel_index) && role(x) == KernelRole::element;
       if (!(computed_here || (!in_kernel(x, kernel_index) && reads_whole(kernel, x))) || graph.type(x).shape != kernel.domain) return std::nullopt;
-      if (*leading >= static_cast<int>(kernel.domain.size()) || (rows_end != 0 && *leading != rows_end)) return std::nullopt;
+      // Its rows are the kernel's: those its reduction keeps (none for a reduction over every
+      // dimension, which no column sum joins), or those of the column sums already in it.
+      const bool other_rows = kernel.has_reduction() ? *leading != kernel.reduce_from
+                                                     : kernel.column_split != 0 && *leading != kernel.column_split;
+      if (*leading >= static_cast<int>(kernel.domain.size()) || other_rows) return std::nullopt;
       // Each thread keeps its columns' sums in registers: a few groups of 8 at most.
       int64_t columns = 1;
       for (std::size_t d = static_cast<std::size_t>(*leading); d < kernel.domain.size(); ++d) columns *= kernel.domain[d];

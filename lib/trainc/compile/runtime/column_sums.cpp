@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "trainc/compile/runtime/runtime_kernels.h"
 
@@ -216,7 +217,8 @@ bool column_sums_supported(const at::Tensor& x, const std::vector<int64_t>& axes
 }
 
 const std::string& column_sums_version() {
-  static const std::string version = content_hash({kKernels});
+  // The splits too: max-autotune's choice between these kernels and ATen's was timed with them.
+  static const std::string version = content_hash({kKernels, std::to_string(kTargetBlocks), std::to_string(kMinRowsPerSplit)});
   return version;
 }
 
