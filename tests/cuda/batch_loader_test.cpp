@@ -13,14 +13,29 @@
 
 using namespace trainc;
 
+namespace {
+
+// 40 windows of 16 random tokens, in order, in batches of 8 for GPU 0.
+struct Windows {
+  TokenWindowDataset dataset{torch::randint(0, 97, {200}, torch::kLong), 16};
+  std::vector<int64_t> order = [] {
+    std::vector<int64_t> all(40);
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }();
+  BatchLoader loader(int64_t workers, bool copy_to_device) const {
+    return BatchLoader(dataset, order, 8, false, 0, workers, torch::Device(torch::kCUDA, 0), copy_to_device);
+  }
+};
+
+}  // namespace
+
 TEST_CASE("a GPU's batches are made in pinned memory and reach the GPU as the dataset holds them", "[cuda]") {
   REQUIRE(torch::cuda::is_available());
-  const TokenWindowDataset dataset(torch::randint(0, 97, {200}, torch::kLong), 16);
-  std::vector<int64_t> order(40);
-  std::iota(order.begin(), order.end(), 0);
+  const Windows windows;
   for (const int64_t workers : {0, 2}) {
     INFO(workers << " workers");
-    BatchLoader loader(dataset, order, 8, false, 0, workers, torch::Device(torch::kCUDA, 0));
+    BatchLoader loader = windows.loader(workers, /*copy_to_device=*/true);
     const Batch host = loader.assemble(0);
     CHECK(host.inputs.is_pinned());
     CHECK(host.targets.is_pinned());
@@ -34,12 +49,10 @@ TEST_CASE("a GPU's batches are made in pinned memory and reach the GPU as the da
 
 TEST_CASE("a GPU's loader that does not copy to the device hands out its batches pinned", "[cuda]") {
   REQUIRE(torch::cuda::is_available());
-  const TokenWindowDataset dataset(torch::randint(0, 97, {200}, torch::kLong), 16);
-  std::vector<int64_t> order(40);
-  std::iota(order.begin(), order.end(), 0);
+  const Windows windows;
   for (const int64_t workers : {0, 2}) {
     INFO(workers << " workers");
-    BatchLoader loader(dataset, order, 8, false, 0, workers, torch::Device(torch::kCUDA, 0), /*copy_to_device=*/false);
+    BatchLoader loader = windows.loader(workers, /*copy_to_device=*/false);
     const Batch expected = loader.assemble(0);
     const std::optional<Batch> first = loader.next();
     REQUIRE(first);

@@ -11,22 +11,22 @@ void describe(std::ostringstream& text, const std::string& name, const at::Tenso
   text << "] " << device;
 }
 
-}  // namespace
-
-std::string input_signature(const at::Tensor& inputs, const at::Tensor& targets) {
+std::string signature(const at::Tensor& inputs, c10::Device inputs_device, const at::Tensor& targets, c10::Device targets_device) {
   std::ostringstream text;
-  describe(text, "inputs", inputs, inputs.device());
+  describe(text, "inputs", inputs, inputs_device);
   text << ", ";
-  describe(text, "targets", targets, targets.device());
+  describe(text, "targets", targets, targets_device);
   return text.str();
 }
 
+}  // namespace
+
+std::string input_signature(const at::Tensor& inputs, const at::Tensor& targets) {
+  return signature(inputs, inputs.device(), targets, targets.device());
+}
+
 std::string input_signature(const at::Tensor& inputs, const at::Tensor& targets, c10::Device device) {
-  std::ostringstream text;
-  describe(text, "inputs", inputs, device);
-  text << ", ";
-  describe(text, "targets", targets, device);
-  return text.str();
+  return signature(inputs, device, targets, device);
 }
 
 }  // namespace trainc
