@@ -9,6 +9,7 @@
 #include "support/schedule_steps.h"
 #include "trainc/compile/codegen/cuda_kernels.h"
 #include "trainc/compile/passes/fusion.h"
+#include "trainc/compile/runtime/cuda_modules.h"
 
 using namespace trainc;
 using namespace trainc::ir;
@@ -63,6 +64,9 @@ TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that make
   CHECK(kernel.workspace_floats == 2 * 1024 * 64);
   CHECK(kernel.finish_symbol == "trainc_kernel_bwd_0_finish");
   CHECK(kernel.finish_grid == 4);  // two sums of 64 columns, 32 a block
+  // Both begin by waiting for the kernel before them, so runtime/cuda_modules may launch them early.
+  CHECK(kernel_waits_for_previous(kernel.source, kernel.symbol));
+  CHECK(kernel_waits_for_previous(kernel.source, kernel.finish_symbol));
   CHECK_THAT(kernel.source, Contains("float* __restrict__ ws)") && Contains("k_store8(ws + ") &&
                                 Contains("__global__ void __launch_bounds__(1024) trainc_kernel_bwd_0_finish("));
   for (ValueId sum : sums) CHECK(std::find(kernel.arguments.begin(), kernel.arguments.end(), sum) == kernel.arguments.end());  // the finish writes them

@@ -359,6 +359,7 @@ TEST_CASE("golden: the CUDA of the same softmax kernel, and blocks sized to the 
   CHECK(program.kernels[0].source == R"(
 // kernel 0: reduction over [3, 8], reducing from dim 1; amax sub exp sum div; reads 0.00 MB, writes 0.00 MB
 extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __restrict__ p0, float* __restrict__ s1) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   __shared__ float shared2[33];
   __shared__ float shared3[33];
   for (int o = blockIdx.x; o < 3; o += gridDim.x) {

@@ -29,6 +29,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::head_grad_sms, "head_grad_sms"},
       {Optimization::stream_priorities, "stream_priorities"},
       {Optimization::row_registers, "row_registers"},
+      {Optimization::dependent_launch, "dependent_launch"},
   };
   return names;
 }

@@ -8,7 +8,8 @@
 // (attention_choice, column_sums, gemm_algorithms), at the compiled step's first run, and for
 // adamw_kernel when the capturable AdamW is made, for grad_norm_kernel at each step, and for
 // graph_memsets at each CUDA graph capture, for stream_priorities when a signature's graph is made
-// (at its warm-up); an unknown name stops the run at start (exit 2).
+// (at its warm-up), for dependent_launch when a module of kernels is loaded; an unknown name stops
+// the run at start (exit 2).
 // Each switch leaves the step correct: what it turns off is how the work is done, not what is
 // computed (up to rounding).
 #pragma once
@@ -73,6 +74,9 @@ enum class Optimization {
   row_registers,        // inductor, GPU: a row kernel whose threads (256 at most) own one 8-column group of a row each
                         // loads the row's operands once, at its start, instead of again in every pass after a
                         // reduction (codegen/cuda_kernels)
+  dependent_launch,     // GPU from Hopper on: trainc's kernels launched as programmatic dependents of the kernel before
+                        // them in their stream, so that each is launched while that one finishes and waits for it
+                        // on the GPU, instead of being launched after it (runtime/cuda_modules)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -60,6 +60,7 @@ struct AdamWScalars {
 
 extern "C" __global__ void __launch_bounds__(256) trainc_adamw(const AdamWLists lists, const float* __restrict__ lr_ptr,
     const float* __restrict__ factor_ptr, float beta1, float beta2, float eps) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   int t = 0;
   while (t + 1 < lists.count && blockIdx.x >= lists.block_start[t + 1]) ++t;
   const long long begin = (blockIdx.x - lists.block_start[t]) * TRAINC_CHUNK;

@@ -40,6 +40,7 @@ struct NormLists {
 
 // Each block: the sum of the squares of one chunk of one gradient.
 extern "C" __global__ void __launch_bounds__(256) trainc_grad_square_sums(const NormLists lists, float* __restrict__ partials) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   int t = 0;
   while (t + 1 < lists.count && blockIdx.x >= lists.block_start[t + 1]) ++t;
   const long long begin = (blockIdx.x - lists.block_start[t]) * TRAINC_CHUNK;
@@ -61,6 +62,7 @@ extern "C" __global__ void __launch_bounds__(256) trainc_grad_square_sums(const 
 // ATen's clamp_max computes it (NaN stays NaN).
 extern "C" __global__ void __launch_bounds__(1024) trainc_grad_norm_finish(const float* __restrict__ partials, long long count,
     float max_norm, float* __restrict__ norm, float* __restrict__ coefficient) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   float sum = 0.0f;
   for (long long i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
   __shared__ float shared[33];

@@ -9,6 +9,7 @@ constexpr const char* kKernels = R"(
 // trainc: a step's loss added to the run's sums; the first step with a NaN or infinite loss kept.
 extern "C" __global__ void trainc_track_step_loss(const float* __restrict__ loss, double* __restrict__ since_log,
     double* __restrict__ total, long long* __restrict__ first_nonfinite, long long step) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   const float value = *loss;
   *since_log += value;
   *total += value;

@@ -23,6 +23,17 @@ typedef unsigned short uint16_t;
 typedef unsigned char uint8_t;
 #define INT64_C(c) c##LL
 
+// Every trainc kernel begins with this, before it reads or writes anything. Launched as a
+// programmatic dependent of the kernel before it in its stream (runtime/cuda_modules, switch
+// dependent_launch), a kernel's blocks may start while that kernel finishes: here they wait until
+// it has completed and its writes are visible. Then, launched so or not, they let a dependent
+// launched after them start early (it waits here likewise). Before Hopper it does nothing.
+#if __CUDA_ARCH__ >= 900
+#define TRAINC_WAIT_FOR_PREVIOUS_KERNEL() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define TRAINC_WAIT_FOR_PREVIOUS_KERNEL() do { } while (0)
+#endif
+
 #define K_DEVICE static __device__ __forceinline__
 K_DEVICE float k_exp(float x) { return expf(x); }
 K_DEVICE double k_exp(double x) { return exp(x); }
@@ -164,6 +175,7 @@ class CudaKernelRenderer : KernelLayout {
     std::ostringstream out;
     out << "\n// kernel " << index_ << ": " << describe() << "\n";
     out << "extern \"C\" __global__ void __launch_bounds__(" << result.block << ") " << result.symbol << "(" << parameter_list << ") {\n";
+    out << "  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();\n";
     if (by_rows) {
       reduction_body(out, result.block, vectorized, result.grid);
     } else if (vectorized) {
@@ -353,6 +365,7 @@ class CudaKernelRenderer : KernelLayout {
     out << "extern \"C\" __global__ void __launch_bounds__(" << kFinishBlock << ") " << kernel.finish_symbol << "(const float* __restrict__ ws";
     for (ValueId c : sums) out << ", float* __restrict__ s" << c;
     out << ") {\n";
+    out << "  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();\n";
     out << "  __shared__ float part[32][33];\n";
     out << "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n";
     out << "  const int sum = blockIdx.x / " << tiles << ";\n";

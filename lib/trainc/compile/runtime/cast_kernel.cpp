@@ -37,6 +37,7 @@ struct CastLists {
 };
 
 extern "C" __global__ void __launch_bounds__(256) trainc_cast_bf16(const CastLists lists) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   int t = 0;
   while (t + 1 < lists.count && blockIdx.x >= lists.block_start[t + 1]) ++t;
   const long long begin = (blockIdx.x - lists.block_start[t]) * TRAINC_CHUNK;

@@ -124,19 +124,23 @@ static __device__ void split_sums(const Source& source, int64_t rows, int column
 
 extern "C" __global__ void __launch_bounds__(256) trainc_column_sums_bf16(const uint16_t* __restrict__ x, int64_t rows, int columns,
     int64_t rows_per_split, int tiles, float* __restrict__ partials) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   split_sums<8>(Matrix<uint16_t, 8>{x, columns}, rows, columns, rows_per_split, tiles, partials);
 }
 extern "C" __global__ void __launch_bounds__(256) trainc_column_sums_f32(const float* __restrict__ x, int64_t rows, int columns,
     int64_t rows_per_split, int tiles, float* __restrict__ partials) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   split_sums<4>(Matrix<float, 4>{x, columns}, rows, columns, rows_per_split, tiles, partials);
 }
 extern "C" __global__ void __launch_bounds__(256) trainc_stack_column_sums_bf16(StackedParts parts, int time, int heads, int dim,
     uint16_t* __restrict__ out, int64_t rows, int columns, int64_t rows_per_split, int tiles, float* __restrict__ partials) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   split_sums<8>(Stack{parts, time, heads, dim, out, columns}, rows, columns, rows_per_split, tiles, partials);
 }
 // out[j] = the splits' sums of column j, added in split order.
 extern "C" __global__ void __launch_bounds__(256) trainc_column_sums_finish(const float* __restrict__ partials, int splits, int columns,
     float* __restrict__ out) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= columns) return;
   float s = 0.0f;

@@ -212,15 +212,18 @@ static __device__ void loss_and_gradient_row(uint16_t* __restrict__ logits, int6
 #define TRAINC_CROSS_ENTROPY_KERNELS(W)                                                                                        \
   extern "C" __global__ void __launch_bounds__(512) trainc_cross_entropy_forward##W(const uint16_t* __restrict__ logits,      \
       int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {  \
+    TRAINC_WAIT_FOR_PREVIOUS_KERNEL();                                                                                         \
     forward_row<W>(logits, row_stride, vocabulary, targets, smoothing, loss);                                                  \
   }                                                                                                                            \
   extern "C" __global__ void __launch_bounds__(512) trainc_cross_entropy_backward##W(uint16_t* __restrict__ logits,           \
       int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, const float* __restrict__ grad,               \
       float smoothing) {                                                                                                       \
+    TRAINC_WAIT_FOR_PREVIOUS_KERNEL();                                                                                         \
     backward_row<W>(logits, row_stride, vocabulary, targets, grad, smoothing);                                                 \
   }                                                                                                                            \
   extern "C" __global__ void __launch_bounds__(512) trainc_cross_entropy_loss_and_gradient##W(uint16_t* __restrict__ logits, \
       int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {   \
+    TRAINC_WAIT_FOR_PREVIOUS_KERNEL();                                                                                         \
     loss_and_gradient_row<W>(logits, row_stride, vocabulary, targets, smoothing, loss);                                        \
   }
 TRAINC_CROSS_ENTROPY_KERNELS(8)
@@ -248,6 +251,7 @@ static __device__ __forceinline__ void wait_for_copies() {
 // threads sum the same logits in the same order as the two-pass kernel, so the results are its own.
 extern "C" __global__ void __launch_bounds__(512, 2) trainc_cross_entropy_loss_and_gradient_shared(uint16_t* __restrict__ logits,
     int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   extern __shared__ uint4 row_copy_words[];
   uint16_t* copy = reinterpret_cast<uint16_t*>(row_copy_words);
   const int64_t row = blockIdx.x;

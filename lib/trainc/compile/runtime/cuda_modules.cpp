@@ -1,6 +1,10 @@
 #include "trainc/compile/runtime/cuda_modules.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "trainc/common/error.h"
+#include "trainc/compile/optimizations.h"
 
 #if TRAINC_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -16,6 +20,42 @@
 #endif
 
 namespace trainc {
+
+bool kernel_waits_for_previous(const std::string& source, const std::string& symbol) {
+  static const std::string kWait = "TRAINC_WAIT_FOR_PREVIOUS_KERNEL();";
+  // The source without its comments, so that a commented-out definition is not taken for one.
+  std::string code;
+  for (std::size_t i = 0; i < source.size(); ++i) {
+    if (source.compare(i, 2, "//") == 0) {
+      i = std::min(source.find('\n', i), source.size()) - 1;
+    } else if (source.compare(i, 2, "/*") == 0) {
+      i = std::min(source.find("*/", i + 2), source.size() - 2) + 1;
+    } else {
+      code += source[i];
+    }
+  }
+  const auto identifier = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; };
+  const auto skip_space = [&](std::size_t at) {
+    while (at < code.size() && std::isspace(static_cast<unsigned char>(code[at])) != 0) ++at;
+    return at;
+  };
+  // Every definition of the symbol (one per branch of an #if, say) must begin with the wait.
+  bool defined = false;
+  for (std::size_t at = code.find(symbol + "("); at != std::string::npos; at = code.find(symbol + "(", at + 1)) {
+    if (at > 0 && identifier(code[at - 1])) continue;  // the symbol is the end of a longer name
+    // The parameter list's closing parenthesis, then the body's opening brace: a definition.
+    std::size_t close = at + symbol.size();
+    for (int depth = 0; close < code.size(); ++close) {
+      if (code[close] == '(') ++depth;
+      if (code[close] == ')' && --depth == 0) break;
+    }
+    const std::size_t brace = skip_space(close + 1);
+    if (brace >= code.size() || code[brace] != '{') continue;  // a call or a declaration
+    if (code.compare(skip_space(brace + 1), kWait.size(), kWait) != 0) return false;
+    defined = true;
+  }
+  return defined;
+}
 
 #if TRAINC_WITH_CUDA
 
@@ -77,17 +117,33 @@ std::string compile(const CudaSource& source, const std::string& key, const std:
   return cubin;
 }
 
-std::shared_ptr<CudaModule> load(const std::string& cubin, const std::vector<std::string>& symbols) {
+// Programmatic dependent launches: from compute capability 9.0 (Hopper), with CUDA 12's launch API.
+bool dependent_launches_available() {
+#if CUDA_VERSION >= 12030
+  int device = 0;
+  cudaGetDevice(&device);
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  return major >= 9;
+#else
+  return false;
+#endif
+}
+
+std::shared_ptr<CudaModule> load(const std::string& cubin, const CudaSource& source) {
   cudaFree(nullptr);  // makes the runtime's primary context current in this thread
   CUmodule module = nullptr;
   check_driver(cuModuleLoadData(&module, cubin.data()), "loading generated CUDA kernels");
+  const bool dependent = optimization_enabled(Optimization::dependent_launch) && dependent_launches_available();
   std::vector<void*> functions;
-  for (const std::string& symbol : symbols) {
+  std::vector<bool> dependent_launch;
+  for (const std::string& symbol : source.symbols) {
     CUfunction function = nullptr;
     check_driver(cuModuleGetFunction(&function, module, symbol.c_str()), "kernel " + symbol);
     functions.push_back(function);
+    dependent_launch.push_back(dependent && kernel_waits_for_previous(source.text, symbol));
   }
-  return std::make_shared<CudaModule>(module, std::move(functions));
+  return std::make_shared<CudaModule>(module, std::move(functions), std::move(dependent_launch));
 }
 
 std::string read_file(const fs::path& path) {
@@ -117,6 +173,22 @@ void CudaModule::launch_with(std::size_t index, int64_t grid, int block, void** 
     check_driver(cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes),
                  "allowing a kernel " + std::to_string(shared_bytes) + " bytes of shared memory");
   }
+#if CUDA_VERSION >= 12030
+  if (dependent_launch_.at(index)) {
+    CUlaunchAttribute dependent{};
+    dependent.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    dependent.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = static_cast<unsigned>(grid), config.gridDimY = 1, config.gridDimZ = 1;
+    config.blockDimX = static_cast<unsigned>(block), config.blockDimY = 1, config.blockDimZ = 1;
+    config.sharedMemBytes = static_cast<unsigned>(shared_bytes);
+    config.hStream = stream;
+    config.attrs = &dependent;
+    config.numAttrs = 1;
+    check_driver(cuLaunchKernelEx(&config, function, parameter_addresses, nullptr), "launching a generated CUDA kernel");
+    return;
+  }
+#endif
   check_driver(cuLaunchKernel(function, static_cast<unsigned>(grid), 1, 1, static_cast<unsigned>(block), 1, 1,
                               static_cast<unsigned>(shared_bytes), stream, parameter_addresses, nullptr),
                "launching a generated CUDA kernel");
@@ -157,7 +229,7 @@ std::vector<CudaModuleBuild> build_cuda_modules(const std::vector<CudaSource>& s
     publish_file(dir, builds[i].key + ".cu", sources[i].text);
     publish_file(dir, builds[i].key + ".cubin", cubins[i]);
   }
-  for (std::size_t i = 0; i < sources.size(); ++i) builds[i].module = load(cubins[i], sources[i].symbols);
+  for (std::size_t i = 0; i < sources.size(); ++i) builds[i].module = load(cubins[i], sources[i]);
   return builds;
 }
 

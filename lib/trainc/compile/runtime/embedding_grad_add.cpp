@@ -18,6 +18,7 @@ constexpr const char* kKernels = R"(
 // trainc: a table widened to float32, then rows added into it at their indices.
 extern "C" __global__ void __launch_bounds__(256) trainc_widen_bf16(const uint16_t* __restrict__ in, float* __restrict__ out,
                                                                    int64_t groups) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < groups; i += int64_t(gridDim.x) * blockDim.x) {
     float v[8];
     k_load8(in + 8 * i, v);
@@ -29,6 +30,7 @@ extern "C" __global__ void __launch_bounds__(256) trainc_widen_bf16(const uint16
 // `table` by warp r; an index outside [0, vocabulary) adds nothing (the caller checked them).
 extern "C" __global__ void __launch_bounds__(256) trainc_scatter_add_rows(const float* __restrict__ rows,
     const int64_t* __restrict__ indices, float* table, int64_t n, int width, int64_t vocabulary) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   const int64_t r = blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= n) return;
   const int64_t index = indices[r];

@@ -28,6 +28,7 @@ constexpr const char* kKernels = R"(
 // trainc: a CUDA graph's memset node, as a kernel.
 extern "C" __global__ void __launch_bounds__(256) trainc_graph_memset(unsigned char* dst, unsigned long long pitch,
     unsigned int value, unsigned int element_size, unsigned long long width, unsigned long long height) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   const unsigned long long total = width * height;
   for (unsigned long long i = blockIdx.x * 256ull + threadIdx.x; i < total; i += gridDim.x * 256ull) {
     unsigned char* p = dst + (i / width) * pitch + (i % width) * element_size;

@@ -18,6 +18,7 @@ constexpr const char* kKernels = R"(
 // trainc: bf16 rows times a float32 factor each.
 extern "C" __global__ void __launch_bounds__(256) trainc_scale_rows_bf16(const uint16_t* rows,
     const float* __restrict__ scale, uint16_t* out, int64_t groups, int64_t groups_per_row) {
+  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < groups; i += int64_t(gridDim.x) * blockDim.x) {
     const float s = scale[i / groups_per_row];
     float v[8];
