@@ -179,7 +179,8 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
   return trajectory;
 }
 
-void check_follows(const Trajectory& got, const Trajectory& eager, double tolerance) {
+// `largest_factor`: how much more than `tolerance` the largest single held-out logit may differ.
+void check_follows(const Trajectory& got, const Trajectory& eager, double tolerance, double largest_factor = 1.0) {
   double loss_error = 0, weight_error = 0;
   for (std::size_t i = 0; i < eager.losses.size(); ++i) {
     loss_error = std::max(loss_error, std::abs(got.losses[i] - eager.losses[i]) / std::abs(eager.losses[i]));
@@ -207,14 +208,21 @@ void check_follows(const Trajectory& got, const Trajectory& eager, double tolera
     eager_all.push_back(eager_weight);
   }
   weight_error = normwise_relative_error(torch::cat(got_all), torch::cat(eager_all));
-  const double output_error = relative_error(got.held_out_logits, eager.held_out_logits);
+  // The trained model's outputs on a batch it never saw, as a whole (normwise, as the weights). The
+  // largest single logit's difference is the extreme of 12,416 of them from two chaotic bf16
+  // trajectories: under bf16 it reached 0.0175-0.0207 in 7 of about 200 comparisons on an H200 (as
+  // often with trainc's kernels launched as dependents as without), so bf16 runs hold it to 1.5
+  // times the tolerance; float32 runs to the tolerance.
+  const double output_error = normwise_relative_error(got.held_out_logits, eager.held_out_logits);
+  const double largest_output_error = relative_error(got.held_out_logits, eager.held_out_logits);
   // On stdout, unwrapped, for the GPU script's summary (ctest --verbose).
   std::cout << "largest relative loss difference " << loss_error << ", weight difference " << weight_error << " (worst tensor "
-            << worst_name << ": " << worst << "), held-out logits difference " << output_error << " (tolerance " << tolerance
-            << ")" << std::endl;
+            << worst_name << ": " << worst << "), held-out logits difference " << output_error << " (largest "
+            << largest_output_error << ", tolerance " << tolerance << ")" << std::endl;
   CHECK(loss_error < tolerance);
   CHECK(weight_error < tolerance);
   CHECK(output_error < tolerance);
+  CHECK(largest_output_error < largest_factor * tolerance);
   CHECK(eager.losses.back() < 0.8 * eager.losses.front());  // it learned (random targets would stay near log 97)
   REQUIRE(got.events.size() == 4);
   CHECK_THAT(got.events[0], StartsWith("warm-up 2 micro-batches: inputs Long[4, 32] cuda:0"));
@@ -314,11 +322,11 @@ TEST_CASE("whole-step CUDA graphs train as eager does, bf16 autocast", "[cuda]")
   const uint64_t seed = std::random_device{}() % (1u << 30);
   INFO("seed " << seed);
   const Trajectory eager = train("eager", true, seed);
-  SECTION("cudagraphs") { check_follows(train("cudagraphs", true, seed), eager, 2e-2); }
-  SECTION("reduce-overhead") { check_follows(train("reduce-overhead", true, seed), eager, 2e-2); }
+  SECTION("cudagraphs") { check_follows(train("cudagraphs", true, seed), eager, 2e-2, 1.5); }
+  SECTION("reduce-overhead") { check_follows(train("reduce-overhead", true, seed), eager, 2e-2, 1.5); }
   SECTION("max-autotune") {
     const Trajectory tuned = train("max-autotune", true, seed);
-    check_follows(tuned, eager, 2e-2);
+    check_follows(tuned, eager, 2e-2, 1.5);
     CHECK(std::count(tuned.compile_outcomes.begin(), tuned.compile_outcomes.end(), "autotuned") == 2);
   }
 }
