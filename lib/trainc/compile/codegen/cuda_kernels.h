@@ -1,4 +1,4 @@
-// defines: LaunchShape, tuned_launch_shapes, render_cuda_kernels, cuda_prelude
+// defines: LaunchShape, tuned_launch_shapes, render_cuda_kernels
 //
 // The CUDA renderer: one `extern "C" __global__` function per fused kernel of a schedule, the
 // same kernels the CPU renderer emits (the scheduler is shared; see kernel_layout), compiled at
@@ -47,9 +47,5 @@ const std::vector<LaunchShape>& tuned_launch_shapes();
 // profiler trace tells the forward's kernels from the backward's.
 RenderedProgram render_cuda_kernels(const ir::Graph& graph, const Schedule& schedule, const std::string& program_name = "",
                                     const LaunchShape& shape = LaunchShape{});
-
-// What every generated CUDA source starts with (fixed-width types, math and bf16 helpers, block
-// reductions); hand-written kernels compiled through NVRTC use it too.
-const char* cuda_prelude();
 
 }  // namespace trainc::codegen

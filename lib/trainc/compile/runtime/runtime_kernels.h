@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "trainc/compile/codegen/cuda_kernels.h"
+#include "trainc/compile/codegen/cuda_prelude.h"
 #include "trainc/compile/runtime/cuda_modules.h"
 
 namespace trainc {
