@@ -3,7 +3,8 @@
 // batches each run. Float32 1e-5 relative to the largest magnitude (1e-4 for models with
 // normalization, whose decomposed sums add in another order); bf16 autocast 2e-2 from eager, or
 // within 2e-2 of the float32 gradient beyond twice eager's own bf16 distance from it (bf16
-// rounding differences amplified by long sums and relu kinks). Also the
+// rounding differences amplified by long sums and relu kinks). Float32 gradients that differ are
+// compared again at the batch scaled by 1 + 2^-10, away from a max-pool near-tie (check_float32). Also the
 // runtime's guard: a new input signature compiles again, up to the limit, then runs eagerly.
 // The CUDA test binary runs the inductor case again on the GPU (support/numerics.h), with dropout
 // off: CUDA's fused dropout draws its masks in another order than the compiled step's bernoulli,
@@ -75,13 +76,21 @@ LossFunction loss_of(Model& model, bool bf16) {
   };
 }
 
-void check_model(const ZooCase& c, bool bf16, double tolerance, const std::string& backend = "aot_eager") {
-  // Fresh every run, and printed with any failure so that it can be replayed (TRAINC_TEST_SEED).
+// Fresh every run, and printed with any failure so that it can be replayed (TRAINC_TEST_SEED).
+uint64_t test_seed() {
   const char* replay = std::getenv("TRAINC_TEST_SEED");
-  const uint64_t seed = replay != nullptr ? std::stoull(replay) : std::random_device{}() % (1u << 30);
+  return replay != nullptr ? std::stoull(replay) : std::random_device{}() % (1u << 30);
+}
+
+// One step compiled against the same step eagerly. Returns whether every float32 gradient is
+// within `tolerance` of eager's; with `float32_gradients_checked`, they are also checked here.
+// `input_scale` multiplies the batch's (floating) inputs.
+bool check_model(const ZooCase& c, bool bf16, double tolerance, const std::string& backend, uint64_t seed, double input_scale = 1.0,
+                 bool float32_gradients_checked = true) {
   INFO("seed " << seed << " (TRAINC_TEST_SEED replays it)");
   torch::manual_seed(seed + 2);
-  const auto [cpu_inputs, cpu_targets] = c.batch();
+  auto [cpu_inputs, cpu_targets] = c.batch();
+  if (cpu_inputs.is_floating_point()) cpu_inputs = cpu_inputs * input_scale;
   const torch::Tensor inputs = cpu_inputs.to(test_device()), targets = cpu_targets.to(test_device());
   torch::manual_seed(seed);
   auto eager = make_model(c.config, c.inputs, false);
@@ -121,6 +130,7 @@ void check_model(const ZooCase& c, bool bf16, double tolerance, const std::strin
   CHECK(relative_error(loss, eager_loss.detach()) <= tolerance);
   const auto eager_parameters = eager->named_parameters();
   const auto compiled_parameters = compiled->named_parameters();
+  bool float32_gradients_match = true;
   for (std::size_t i = 0; i < eager_parameters.size(); ++i) {
     INFO(eager_parameters[i].first);
     REQUIRE(compiled_parameters[i].second.grad().defined());
@@ -128,7 +138,8 @@ void check_model(const ZooCase& c, bool bf16, double tolerance, const std::strin
     const auto& expected = eager_parameters[i].second.grad();
     const double error = relative_error(got, expected);
     if (!bf16) {
-      CHECK(error <= tolerance);
+      float32_gradients_match = float32_gradients_match && error <= tolerance;
+      if (float32_gradients_checked) CHECK(error <= tolerance);
       continue;
     }
     // Within 2e-2 of eager's bf16 gradient; or, where bf16 rounding is amplified beyond that (a
@@ -145,21 +156,35 @@ void check_model(const ZooCase& c, bool bf16, double tolerance, const std::strin
     INFO(eager_buffers[i].first);
     CHECK(relative_error(compiled_buffers[i].second.to(torch::kDouble), eager_buffers[i].second.to(torch::kDouble)) <= tolerance);
   }
+  return float32_gradients_match;
+}
+
+// float32: a max-pool window whose two largest values lie within rounding of each other can take
+// its argmax differently under the compiled step's rounding (batch norm decomposed), and send the
+// gradient to another input patch: another subgradient, not a wrong one (seed 344708930 did so
+// for the cnn's first convolution, whose gradient then differed by 2e-2 where eager's was 2e-6
+// from float64). Gradients that differ are compared again at the inputs scaled by 1 + 2^-10,
+// away from such a tie; a gradient computed wrongly differs there too.
+void check_float32(const ZooCase& c, const std::string& backend) {
+  const uint64_t seed = test_seed();
+  if (check_model(c, false, c.tolerance, backend, seed, 1.0, /*float32_gradients_checked=*/false)) return;
+  WARN(c.name << " float32, seed " << seed << ": gradients differ at the batch; compared again at the batch scaled by 1 + 2^-10");
+  check_model(c, false, c.tolerance, backend, seed, 1.0 + 1.0 / 1024);
 }
 
 }  // namespace
 
 TEST_CASE("every zoo model under aot_eager: loss, gradients and buffers match eager", "[numerics][compile]") {
   for (const ZooCase& c : zoo()) {
-    SECTION(c.name + " float32") { check_model(c, false, c.tolerance); }
-    SECTION(c.name + " bf16 autocast") { check_model(c, true, 2e-2); }
+    SECTION(c.name + " float32") { check_float32(c, "aot_eager"); }
+    SECTION(c.name + " bf16 autocast") { check_model(c, true, 2e-2, "aot_eager", test_seed()); }
   }
 }
 
 TEST_CASE("every zoo model under inductor: loss, gradients and buffers match eager", "[numerics][inductor]") {
   for (const ZooCase& c : zoo()) {
-    SECTION(c.name + " float32") { check_model(c, false, c.tolerance, "inductor"); }
-    SECTION(c.name + " bf16 autocast") { check_model(c, true, 2e-2, "inductor"); }
+    SECTION(c.name + " float32") { check_float32(c, "inductor"); }
+    SECTION(c.name + " bf16 autocast") { check_model(c, true, 2e-2, "inductor", test_seed()); }
   }
 }
 
