@@ -211,9 +211,9 @@ void check_follows(const Trajectory& got, const Trajectory& eager, double tolera
   // The trained model's outputs on a batch it never saw, as a whole (normwise, as the weights). The
   // largest single logit's difference is the extreme of 12,416 of them from two chaotic bf16
   // trajectories: under bf16 it reached 0.0175-0.0207 in 7 of about 200 comparisons on an H200 (as
-  // often with trainc's kernels launched as dependents as without), and 0.0232 once since (the
-  // shadows test below, the cast run and the shadowed one alike), so bf16 runs hold it to 1.5
-  // times the tolerance; float32 runs to the tolerance.
+  // often with trainc's kernels launched as dependents as without), and 0.0231 and 0.0232 since
+  // (the shadows test below, its cast and shadowed runs against eager, normwise 0.0195), so bf16
+  // runs against eager hold it to 1.5 times the tolerance; float32 runs to the tolerance.
   const double output_error = normwise_relative_error(got.held_out_logits, eager.held_out_logits);
   const double largest_output_error = relative_error(got.held_out_logits, eager.held_out_logits);
   // On stdout, unwrapped, for the GPU script's summary (ctest --verbose).
@@ -348,13 +348,13 @@ TEST_CASE("bf16 shadows of the parameters: captured steps read them as the casts
   const Trajectory shadowed = train("inductor", true, seed, false, 30);
   CHECK(shadowed.table_shadowed);
   CHECK_FALSE(cast.table_shadowed);
-  // bf16 trajectories: the largest single held-out logit within 1.5 times the tolerance, as the
-  // whole-step bf16 test holds it (check_follows).
+  // bf16 trajectories against eager: the largest single held-out logit within 1.5 times the
+  // tolerance, as the whole-step bf16 test holds it (check_follows).
   check_follows(cast, eager, 2e-2, 1.5);
   check_follows(shadowed, eager, 2e-2, 1.5);
   // Shadows are the parameters rounded as the casts round them: the same steps, up to the order of
   // the embedding gradient's atomic adds, which a bf16 rounding of a weight can carry further.
-  check_follows(shadowed, cast, 1e-2, 1.5);
+  check_follows(shadowed, cast, 1e-2);
   // The halving moved step 30's loss by more than the 2e-2 the runs above follow eager within, so
   // a step 30 made with the whole table would have failed them.
   const Trajectory whole = train("eager", true, seed);
