@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/cuda_graph.h"
 #include "trainc/compile/optimizations.h"
 
 #if TRAINC_WITH_CUDA
@@ -122,9 +123,7 @@ bool dependent_launches_available() {
 #if CUDA_VERSION >= 12030
   int device = 0;
   cudaGetDevice(&device);
-  int major = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  return major >= 9;
+  return cuda_compute_capability(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device))).value_or(0) >= 9;
 #else
   return false;
 #endif
