@@ -23,7 +23,7 @@
 # reduce-overhead with those environment variables set),
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
 # (Trainer, gpt2 case only: none default). TRAINC_GPU_ROUNDS=N runs the cases N times, one after the
-# other (round 2's runs named gpt2-r2 and so on). A monitor samples the GPU's clock, power and
+# other (round 2's runs named gpt2-r2 and so on; the table ends with each trainc run's ratio to each peer in every round, their median and lowest). A monitor samples the GPU's clock, power and
 # temperature throughout; the summary shows them for each run's steps. TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
 # runs trainc inductor once more per case with TRAINC_PROFILE_KERNELS=1 and prints where its step
 # time goes (each step synchronized: slower, for the breakdown only), then traces steps 11-13 of
@@ -265,7 +265,7 @@ for line in open(sys.argv[1]):
               f"{sum(s[5] for s in busy) / len(busy):6.0%}")
 PY
 [[ -s "$OUT/results.jsonl" ]] && python3 - "$OUT/results.jsonl" <<'PY'
-import json, sys
+import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 nan = float("nan")
 for case in dict.fromkeys(r["case"] for r in rows):
@@ -284,4 +284,22 @@ for case in dict.fromkeys(r["case"] for r in rows):
         for name in ("eager x2", "cudagraphs x2"):
             print(f"  2 GPUs over trainc eager on 1: trainc {name[:-3]:<11}{speed.get(('trainc', name), nan) / one:6.2f}x")
         print(f"  2 GPUs over the PyTorch loop on 1: PyTorch DDP {speed.get(('pytorch DDP x2', 'none'), nan) / speed.get(('pytorch', 'none'), nan):6.2f}x")
+# With TRAINC_GPU_ROUNDS > 1: each trainc run's ratio to each peer in every round (a round's runs
+# against that round's peers), then their median and lowest. The peers' host-bound steps move
+# more between runs than trainc's, so one pair is one sample of the ratio.
+by_round = {}
+for r in rows:
+    base, _, round_ = r["case"].partition("-r")
+    by_round.setdefault(base, {}).setdefault(int(round_ or 1), []).append(r)
+for base, rounds in by_round.items():
+    if len(rounds) < 2:
+        continue
+    print(f"\n{base}, {len(rounds)} rounds: ratio in each round, median, lowest")
+    pairs = {}
+    for runs in rounds.values():
+        for p in (p for p in runs if p["peer"] != "trainc" and p.get("tokens_per_second")):
+            for t in (t for t in runs if t["peer"] == "trainc" and t.get("tokens_per_second")):
+                pairs.setdefault((t["compile"], p["peer"] + " " + p["compile"]), []).append(t["tokens_per_second"] / p["tokens_per_second"])
+    for (run, peer), ratios in pairs.items():
+        print(f"  trainc {run} / {peer}: {' '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
 PY
