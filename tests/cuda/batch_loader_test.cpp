@@ -1,6 +1,8 @@
-// The batch loader on a GPU: batches made in pinned host memory, so that their copies to the GPU
-// are asynchronous, and handed out on the GPU with the values the dataset holds, or (for whole-step
-// CUDA graphs, which copy them into their own buffers) handed out pinned, as made.
+// The batch loader on a GPU: batches made contiguous in pinned host memory, so that their copies to
+// the GPU are asynchronous (ATen copies a host tensor that is not contiguous through a pageable
+// clone, and a token window's inputs and targets are strided views), and handed out on the GPU with
+// the values the dataset holds, or (for whole-step CUDA graphs, which copy them into their own
+// buffers) handed out pinned, as made.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
@@ -39,6 +41,8 @@ TEST_CASE("a GPU's batches are made in pinned memory and reach the GPU as the da
     const Batch host = loader.assemble(0);
     CHECK(host.inputs.is_pinned());
     CHECK(host.targets.is_pinned());
+    CHECK(host.inputs.is_contiguous());
+    CHECK(host.targets.is_contiguous());
     const std::optional<Batch> first = loader.next();
     REQUIRE(first);
     CHECK(first->inputs.is_cuda());
@@ -59,6 +63,8 @@ TEST_CASE("a GPU's loader that does not copy to the device hands out its batches
     CHECK(first->inputs.device().is_cpu());
     CHECK(first->inputs.is_pinned());
     CHECK(first->targets.is_pinned());
+    CHECK(first->inputs.is_contiguous());
+    CHECK(first->targets.is_contiguous());
     CHECK(torch::equal(first->inputs, expected.inputs));
     CHECK(torch::equal(first->targets, expected.targets));
   }

@@ -4,6 +4,20 @@
 
 namespace trainc {
 
+namespace {
+
+// A contiguous copy in pinned host memory. Pinning a view keeps its strides, and ATen copies a host
+// tensor that is not contiguous to the GPU through a contiguous clone in pageable memory, which the
+// driver stages: a token window's inputs and targets, strided views of one [batch, block + 1]
+// gather, would go to the GPU from pageable memory after all.
+torch::Tensor pinned_contiguous(const torch::Tensor& tensor) {
+  torch::Tensor pinned = torch::empty(tensor.sizes(), tensor.options().pinned_memory(true));
+  pinned.copy_(tensor);
+  return pinned;
+}
+
+}  // namespace
+
 int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last) {
   return drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size;
 }
@@ -35,7 +49,7 @@ Batch BatchLoader::assemble(int64_t index) const {
   const auto begin = order_.begin() + index * batch_size_;
   const auto end = order_.begin() + std::min<int64_t>((index + 1) * batch_size_, static_cast<int64_t>(order_.size()));
   Batch batch = dataset_.get(std::vector<int64_t>(begin, end));
-  if (device_.is_cuda()) batch = {batch.inputs.pin_memory(), batch.targets.pin_memory()};
+  if (device_.is_cuda()) batch = {pinned_contiguous(batch.inputs), pinned_contiguous(batch.targets)};
   return batch;
 }
 
