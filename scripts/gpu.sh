@@ -23,7 +23,8 @@
 # reduce-overhead with those environment variables set),
 # TRAINC_GPU_PEER_MODES (PyTorch loop: none default reduce-overhead), TRAINC_GPU_HF_MODES
 # (Trainer, gpt2 case only: none default). TRAINC_GPU_ROUNDS=N runs the cases N times, one after the
-# other (round 2's runs named gpt2-r2 and so on; the table ends with each trainc run's ratio to each peer in every round, their median and lowest). A monitor samples the GPU's clock, power and
+# other (round 2's runs named gpt2-r2 and so on; the table ends with each trainc run's ratio to
+# each peer in every round, their median and lowest). A monitor samples the GPU's clock, power and
 # temperature throughout; the summary shows them for each run's steps. TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
 # runs trainc inductor once more per case with TRAINC_PROFILE_KERNELS=1 and prints where its step
 # time goes (each step synchronized: slower, for the breakdown only), then traces steps 11-13 of
@@ -286,20 +287,27 @@ for case in dict.fromkeys(r["case"] for r in rows):
         print(f"  2 GPUs over the PyTorch loop on 1: PyTorch DDP {speed.get(('pytorch DDP x2', 'none'), nan) / speed.get(('pytorch', 'none'), nan):6.2f}x")
 # With TRAINC_GPU_ROUNDS > 1: each trainc run's ratio to each peer in every round (a round's runs
 # against that round's peers), then their median and lowest. The peers' host-bound steps move
-# more between runs than trainc's, so one pair is one sample of the ratio.
+# more between runs than trainc's, so one pair is one sample of the ratio. A failed run leaves its
+# round out, which the round labels show.
+import math, re
+def measured(r):
+    return math.isfinite(r.get("tokens_per_second") or float("nan")) and r["tokens_per_second"] > 0
 by_round = {}
 for r in rows:
-    base, _, round_ = r["case"].partition("-r")
-    by_round.setdefault(base, {}).setdefault(int(round_ or 1), []).append(r)
+    named = re.fullmatch(r"(.+)-r(\d+)", r["case"])
+    base, number = (named[1], int(named[2])) if named else (r["case"], 1)
+    by_round.setdefault(base, {}).setdefault(number, []).append(r)
 for base, rounds in by_round.items():
-    if len(rounds) < 2:
+    pairs = {}
+    for number, runs in sorted(rounds.items()):
+        for p in (p for p in runs if p["peer"] != "trainc" and measured(p)):
+            for t in (t for t in runs if t["peer"] == "trainc" and measured(t)):
+                pairs.setdefault((t["compile"], p["peer"] + " " + p["compile"]), []).append((number, t["tokens_per_second"] / p["tokens_per_second"]))
+    if len(rounds) < 2 or not pairs:
         continue
     print(f"\n{base}, {len(rounds)} rounds: ratio in each round, median, lowest")
-    pairs = {}
-    for runs in rounds.values():
-        for p in (p for p in runs if p["peer"] != "trainc" and p.get("tokens_per_second")):
-            for t in (t for t in runs if t["peer"] == "trainc" and t.get("tokens_per_second")):
-                pairs.setdefault((t["compile"], p["peer"] + " " + p["compile"]), []).append(t["tokens_per_second"] / p["tokens_per_second"])
     for (run, peer), ratios in pairs.items():
-        print(f"  trainc {run} / {peer}: {' '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}, lowest {min(ratios):.2f}")
+        values = [x for _, x in ratios]
+        print(f"  trainc {run} / {peer}: {' '.join(f'r{n} {x:.2f}' for n, x in ratios)}; "
+              f"median {statistics.median(values):.2f}, lowest {min(values):.2f}")
 PY

@@ -3,8 +3,8 @@
 // Cuts one epoch's sample order into batches and hands them out in order. With num_workers > 0,
 // worker threads assemble batches ahead of the training thread (at most 2 per worker ahead);
 // batch i is always the same samples, whoever builds it, so prefetching never changes a run.
-// On CUDA, the workers make batches contiguous in pinned memory, so that a copy to the GPU goes
-// straight from them; they are copied to the GPU asynchronously, or handed out pinned
+// On CUDA, batches are made contiguous in pinned memory (by the workers, or without workers by the
+// training thread), so that a copy to the GPU goes straight from them; they are copied to the GPU asynchronously, or handed out pinned
 // (copy_to_device false) to a consumer that copies them where it needs them (StepGraphs' input
 // buffers).
 #pragma once
