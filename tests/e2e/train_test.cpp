@@ -169,6 +169,16 @@ TEST_CASE("a non-empty output_dir is refused unless overwriting or resuming", "[
   CHECK(read_text(dir.file("out/notes.txt")) == "keep me");
 }
 
+TEST_CASE("an output_dir that cannot be created stops the run at start and names it", "[e2e][train]") {
+  ScratchDir dir;
+  dir.write("file.txt", "a file, not a directory");
+  const std::string out = dir.file("file.txt/out");
+  const CommandResult result = run_trainc("--config " + synthetic_config(dir) + " --output-dir " + out + " --max-steps 1");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("output_dir: cannot create " + out));
+  CHECK_THAT(result.err, !Contains("step 1"));
+}
+
 TEST_CASE("a non-finite loss stops the run naming the step", "[e2e][train]") {
   ScratchDir dir;
   const CommandResult result =

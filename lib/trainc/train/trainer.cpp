@@ -107,7 +107,12 @@ void Trainer::prepare_output_dir() {
       if (name == "metrics.jsonl" || name == "run_config.yaml") fs::remove(entry.path());
     }
   }
-  fs::create_directories(dir);
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) {
+    throw UserError("output_dir: cannot create " + args_.output_dir + " (" + error.message() +
+                    "); expected a directory trainc can create and write in");
+  }
   remove_stale_checkpoint_files(args_.output_dir);
 }
 
