@@ -169,6 +169,27 @@ TEST_CASE("a non-empty output_dir is refused unless overwriting or resuming", "[
   CHECK(read_text(dir.file("out/notes.txt")) == "keep me");
 }
 
+TEST_CASE("max_steps inside an epoch ends it for the epoch strategies of logging and evaluation and saving", "[e2e][train]") {
+  ScratchDir dir;
+  const std::string out = dir.file("out");
+  // 256 samples less the held-out tenth, in batches of 8: 29 steps an epoch (the header says so),
+  // so 40 steps stop 11 steps into the second.
+  const CommandResult result = run_trainc("--config " + synthetic_config(dir) + " --output-dir " + out +
+                                          " --max-steps 40 --logging-strategy epoch --eval-strategy epoch --save-strategy epoch");
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  REQUIRE_THAT(result.out, Contains("steps      40 (29 per epoch)"));
+  CHECK(fs::exists(out + "/checkpoint-29/model.pt"));
+  CHECK(fs::exists(out + "/checkpoint-40/model.pt"));
+  std::vector<int64_t> logged, evaluated;
+  for (const auto& event : read_metrics(out)) {
+    if (event.contains("loss")) logged.push_back(event["step"].get<int64_t>());
+    if (event.contains("eval_loss")) evaluated.push_back(event["step"].get<int64_t>());
+  }
+  CHECK(logged == std::vector<int64_t>{29, 40});
+  CHECK(evaluated == std::vector<int64_t>{29, 40});
+}
+
 TEST_CASE("an output_dir that cannot be created stops the run at start and names it", "[e2e][train]") {
   ScratchDir dir;
   dir.write("file.txt", "a file, not a directory");

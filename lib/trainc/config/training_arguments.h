@@ -54,7 +54,7 @@ using StringList = std::vector<std::string>;
   X(bool, logging_first_step, false, "", "", "Also log the first step") \
   X(std::string, eval_strategy, "no", "no|steps|epoch", "", "When to evaluate on the held-out split") \
   X(std::optional<double>, eval_steps, std::nullopt, "", "", "Evaluate every N steps (ratio if < 1); defaults to logging_steps") \
-  X(std::string, save_strategy, "steps", "no|steps|epoch|best", "", "When to save a checkpoint") \
+  X(std::string, save_strategy, "steps", "no|steps|epoch|best", "", "When to save a checkpoint; steps and epoch also save at the last step") \
   X(double, save_steps, 500.0, "", "", "Save every N steps; a value in (0, 1) is a ratio of the total steps") \
   X(std::optional<int64_t>, save_total_limit, std::nullopt, "", "", "Keep at most this many checkpoints (the best one is always kept)") \
   X(bool, save_only_model, false, "", "", "Save only the weights (such a checkpoint cannot be resumed from)") \

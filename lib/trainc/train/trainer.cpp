@@ -529,18 +529,22 @@ int Trainer::train() {
       const double seconds = seconds_since(step_start);
       const bool last_step = state_.global_step == plan_.total_steps;
       const bool epoch_done = step_in_epoch == plan_.steps_per_epoch;
+      // The epoch strategies act at the last step too when max_steps (or a fractional
+      // num_train_epochs) stops training inside an epoch, as Hugging Face's Trainer ends the epoch
+      // it stopped in: a run saved by epoch keeps its work.
+      const bool epoch_ends = epoch_done || last_step;
 
       const bool log_now = (args_.logging_strategy == "steps" && state_.global_step % plan_.logging_steps == 0) ||
                            (args_.logging_first_step && state_.global_step == 1) ||
-                           (args_.logging_strategy == "epoch" && epoch_done);
+                           (args_.logging_strategy == "epoch" && epoch_ends);
       if (log_now) log_step(state_.epoch);
       nlohmann::json eval_metrics;
       if ((args_.eval_strategy == "steps" && state_.global_step % plan_.eval_steps == 0) ||
-          (args_.eval_strategy == "epoch" && epoch_done)) {
+          (args_.eval_strategy == "epoch" && epoch_ends)) {
         eval_metrics = run_evaluation(state_.epoch);
       }
       const bool save_now = (args_.save_strategy == "steps" && (state_.global_step % plan_.save_steps == 0 || last_step)) ||
-                            (args_.save_strategy == "epoch" && epoch_done) ||
+                            (args_.save_strategy == "epoch" && epoch_ends) ||
                             (args_.save_strategy == "best" && !eval_metrics.is_null());
       // A signal to any rank stops every rank at this step (they agree at each step when distributed).
       stop_signal = data_parallel_ ? data_parallel_->agree_on_signal(interrupts.signal_number()) : interrupts.signal_number();
