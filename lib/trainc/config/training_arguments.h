@@ -49,10 +49,10 @@ using StringList = std::vector<std::string>;
   X(bool, bf16, false, "", "", "Train with bfloat16 autocast") \
   X(bool, fp16, false, "", "", "Train with float16 autocast and loss scaling") \
   X(std::optional<bool>, tf32, std::nullopt, "", "", "Allow TF32 matmuls on Ampere or newer GPUs") \
-  X(std::string, logging_strategy, "steps", "no|steps|epoch", "", "When to log training metrics") \
+  X(std::string, logging_strategy, "steps", "no|steps|epoch", "", "When to log training metrics; epoch also logs at a last step inside an epoch") \
   X(double, logging_steps, 500.0, "", "", "Log every N steps; a value in (0, 1) is a ratio of the total steps") \
   X(bool, logging_first_step, false, "", "", "Also log the first step") \
-  X(std::string, eval_strategy, "no", "no|steps|epoch", "", "When to evaluate on the held-out split") \
+  X(std::string, eval_strategy, "no", "no|steps|epoch", "", "When to evaluate on the held-out split; epoch also evaluates at a last step inside an epoch") \
   X(std::optional<double>, eval_steps, std::nullopt, "", "", "Evaluate every N steps (ratio if < 1); defaults to logging_steps") \
   X(std::string, save_strategy, "steps", "no|steps|epoch|best", "", "When to save a checkpoint; steps and epoch also save at the last step") \
   X(double, save_steps, 500.0, "", "", "Save every N steps; a value in (0, 1) is a ratio of the total steps") \

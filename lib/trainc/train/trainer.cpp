@@ -90,10 +90,16 @@ Trainer::Trainer(const RunConfig& config, std::string config_source, std::vector
 void Trainer::prepare_output_dir() {
   const fs::path dir(args_.output_dir);
   const bool resuming = args_.resume_from_checkpoint.has_value();
-  if (fs::exists(dir) && !fs::is_directory(dir)) {
+  std::error_code error;
+  const bool exists = fs::exists(dir, error);
+  if (error) {  // a parent that cannot be searched, say
+    throw UserError("output_dir: cannot look at " + args_.output_dir + " (" + error.message() +
+                    "); expected a directory trainc can create and write in");
+  }
+  if (exists && !fs::is_directory(dir)) {
     throw UserError("output_dir: " + args_.output_dir + " exists and is not a directory");
   }
-  const bool non_empty = fs::exists(dir) && !fs::is_empty(dir);
+  const bool non_empty = exists && !fs::is_empty(dir);
   if (non_empty && !resuming) {
     if (!args_.overwrite_output_dir) {
       throw UserError("output_dir: " + args_.output_dir +
@@ -107,7 +113,6 @@ void Trainer::prepare_output_dir() {
       if (name == "metrics.jsonl" || name == "run_config.yaml") fs::remove(entry.path());
     }
   }
-  std::error_code error;
   fs::create_directories(dir, error);
   if (error) {
     throw UserError("output_dir: cannot create " + args_.output_dir + " (" + error.message() +
