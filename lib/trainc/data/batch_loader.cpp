@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "trainc/train/step_plan.h"  // batch_count
+
 namespace trainc {
 
 namespace {
@@ -17,10 +19,6 @@ torch::Tensor pinned_contiguous(const torch::Tensor& tensor) {
 }
 
 }  // namespace
-
-int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last) {
-  return drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size;
-}
 
 BatchLoader::BatchLoader(const Dataset& dataset, std::vector<int64_t> order, int64_t batch_size, bool drop_last,
                          int64_t first_batch, int64_t num_workers, torch::Device device, bool copy_to_device)

@@ -1,12 +1,12 @@
-// defines: BatchLoader, batch_count
+// defines: BatchLoader
 //
 // Cuts one epoch's sample order into batches and hands them out in order. With num_workers > 0,
 // worker threads assemble batches ahead of the training thread (at most 2 per worker ahead);
 // batch i is always the same samples, whoever builds it, so prefetching never changes a run.
 // On CUDA, batches are made contiguous in pinned memory (by the workers, or without workers by the
-// training thread), so that a copy to the GPU goes straight from them; they are copied to the GPU asynchronously, or handed out pinned
-// (copy_to_device false) to a consumer that copies them where it needs them (StepGraphs' input
-// buffers).
+// training thread), so that a copy to the GPU goes straight from them; they are copied to the GPU
+// asynchronously, or handed out pinned (copy_to_device false) to a consumer that copies them where
+// it needs them (StepGraphs' input buffers).
 #pragma once
 
 #include <condition_variable>
@@ -20,8 +20,6 @@
 #include "trainc/data/dataset.h"
 
 namespace trainc {
-
-int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last);
 
 class BatchLoader {
  public:

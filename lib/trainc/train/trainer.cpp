@@ -34,12 +34,6 @@ namespace trainc {
 namespace fs = std::filesystem;
 namespace {
 
-int64_t resolve_interval(double value, int64_t total_steps) {
-  if (value <= 0) return 0;
-  if (value < 1) return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(value * static_cast<double>(total_steps))));
-  return static_cast<int64_t>(value);
-}
-
 std::string format_count(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.0f", value);
@@ -59,27 +53,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-StepPlan plan_steps(const TrainingArguments& args, int64_t train_samples) {
-  StepPlan plan;
-  plan.batches_per_epoch = batch_count(train_samples, args.per_device_train_batch_size, args.dataloader_drop_last);
-  if (plan.batches_per_epoch == 0) {
-    throw UserError("per_device_train_batch_size: " + std::to_string(args.per_device_train_batch_size) +
-                    " is larger than the training set (" + std::to_string(train_samples) +
-                    " samples) and dataloader_drop_last is true, so an epoch has no batch");
-  }
-  const int64_t accumulation = args.gradient_accumulation_steps;
-  plan.steps_per_epoch = std::max<int64_t>(1, (plan.batches_per_epoch + accumulation - 1) / accumulation);
-  plan.total_steps = args.max_steps > 0
-                         ? args.max_steps
-                         : static_cast<int64_t>(std::ceil(args.num_train_epochs * static_cast<double>(plan.steps_per_epoch)));
-  plan.total_steps = std::max<int64_t>(1, plan.total_steps);
-  plan.warmup_steps = resolve_warmup_steps(args, plan.total_steps);
-  plan.logging_steps = resolve_interval(args.logging_steps, plan.total_steps);
-  plan.eval_steps = resolve_interval(args.eval_steps.value_or(args.logging_steps), plan.total_steps);
-  plan.save_steps = resolve_interval(args.save_steps, plan.total_steps);
-  return plan;
-}
-
 Trainer::Trainer(const RunConfig& config, std::string config_source, std::vector<std::string> warnings, RunOptions options)
     : config_(config),
       config_source_(std::move(config_source)),
@@ -90,12 +63,13 @@ Trainer::Trainer(const RunConfig& config, std::string config_source, std::vector
 void Trainer::prepare_output_dir() {
   const fs::path dir(args_.output_dir);
   const bool resuming = args_.resume_from_checkpoint.has_value();
+  const auto unusable = [&](const std::string& what, const std::error_code& error) {
+    return UserError("output_dir: cannot " + what + " " + args_.output_dir + " (" + error.message() +
+                     "); expected a directory trainc can create and write in");
+  };
   std::error_code error;
   const bool exists = fs::exists(dir, error);
-  if (error) {  // a parent that cannot be searched, say
-    throw UserError("output_dir: cannot look at " + args_.output_dir + " (" + error.message() +
-                    "); expected a directory trainc can create and write in");
-  }
+  if (error) throw unusable("look at", error);  // a parent that cannot be searched, say
   if (exists && !fs::is_directory(dir)) {
     throw UserError("output_dir: " + args_.output_dir + " exists and is not a directory");
   }
@@ -114,10 +88,7 @@ void Trainer::prepare_output_dir() {
     }
   }
   fs::create_directories(dir, error);
-  if (error) {
-    throw UserError("output_dir: cannot create " + args_.output_dir + " (" + error.message() +
-                    "); expected a directory trainc can create and write in");
-  }
+  if (error) throw unusable("create", error);
   remove_stale_checkpoint_files(args_.output_dir);
 }
 

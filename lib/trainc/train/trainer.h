@@ -1,4 +1,4 @@
-// defines: Trainer, StepPlan
+// defines: Trainer
 //
 // The training loop, as Hugging Face's Trainer runs it: optimizer steps of
 // gradient_accumulation_steps micro-batches, clipping, the schedule, then log / evaluate / save
@@ -25,22 +25,10 @@
 #include "trainc/train/precision.h"
 #include "trainc/train/reporter.h"
 #include "trainc/train/run.h"
+#include "trainc/train/step_plan.h"
 #include "trainc/train/trainer_state.h"
 
 namespace trainc {
-
-// Step counts resolved from the config and the dataset size.
-struct StepPlan {
-  int64_t batches_per_epoch = 0;
-  int64_t steps_per_epoch = 0;
-  int64_t total_steps = 0;
-  int64_t warmup_steps = 0;
-  int64_t logging_steps = 0;  // ratios (< 1) of total_steps resolved to counts, rounded up
-  int64_t eval_steps = 0;
-  int64_t save_steps = 0;
-};
-
-StepPlan plan_steps(const TrainingArguments& args, int64_t train_samples);
 
 class Trainer {
  public:
