@@ -379,3 +379,41 @@ TEST_CASE("inductor's captured programs with a second stream take the steps they
   // another order. A value read or freed before its producer finished would be far off.
   check_follows(beside, alone, 1e-5);
 }
+
+TEST_CASE("a batch copied in beside the previous replay reaches its own step", "[cuda]") {
+  REQUIRE(torch::cuda::is_available());
+  // A step that reads its inputs only after some milliseconds of other work, so the host has queued
+  // the next steps' copies long before a replay reaches that read: copies that did not wait for
+  // the replay's mark (its gradients done) would land first, and the step would sum a later batch.
+  const auto on_gpu = torch::TensorOptions().device(kGpu);
+  const torch::Tensor busy = torch::randn({2048, 2048}, on_gpu);
+  torch::Tensor weight = torch::zeros({1}, on_gpu.requires_grad(true));
+  StepPhases phases;
+  phases.gradients = [&](const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
+    torch::Tensor spin = busy;
+    for (int i = 0; i < 20; ++i) spin = torch::mm(spin, busy) * 1e-3;
+    return (inputs[0].sum() + 1000 * targets[0].sum()).to(torch::kFloat);
+  };
+  phases.update = [&] { return torch::zeros({}, on_gpu); };
+  std::vector<std::string> events;
+  StepGraphs graphs(
+      kGpu, {weight}, phases, [&](const GraphEvent& event) { events.push_back(event.outcome); },
+      [](const std::string& warning) { FAIL(warning); });
+  // Every batch made first: a pinned allocation inside the loop could wait for the GPU. Every
+  // fifth one is handed in on the GPU (copied in line) among those from pinned host memory.
+  constexpr int kSteps = 40;
+  std::vector<torch::Tensor> inputs, targets;
+  for (int step = 0; step < kSteps; ++step) {
+    const torch::Tensor tokens = torch::full({2, 8}, step, torch::kLong), labels = torch::full({2, 8}, 2 * step, torch::kLong);
+    const bool on_device = step % 5 == 3;
+    inputs.push_back(on_device ? tokens.to(kGpu) : tokens.pin_memory());
+    targets.push_back(on_device ? labels.to(kGpu) : labels.pin_memory());
+  }
+  std::vector<torch::Tensor> losses;
+  for (int step = 0; step < kSteps; ++step) losses.push_back(graphs.run({inputs[step]}, {targets[step]}).loss.clone());
+  for (int step = 0; step < kSteps; ++step) {
+    INFO("step " << step);
+    CHECK(losses[static_cast<std::size_t>(step)].item<double>() == 16.0 * step + 1000 * 32.0 * step);
+  }
+  CHECK(events == std::vector<std::string>{"warm-up", "captured"});
+}

@@ -1,5 +1,7 @@
 #include "trainc/compat/cuda_graph.h"
 
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -51,11 +53,30 @@ void edit_and_instantiate(Graph& graph, const std::function<void(void*)>& edit) 
   }
 }
 
+// One stream per device for the copies of replays' inputs (copy_inputs), created for it: a pool
+// stream may be one a graph is captured or replayed on, which would put the copies back in line.
+c10::cuda::CUDAStream copy_stream_of(c10::DeviceIndex index) {
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, c10::cuda::CUDAStream>& streams = *new std::map<c10::DeviceIndex, c10::cuda::CUDAStream>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = streams.find(index);
+  if (found == streams.end()) {
+    c10::cuda::CUDAGuard on_device(index);
+    cudaStream_t raw = nullptr;
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking));  // kept for the process
+    found = streams.emplace(index, c10::cuda::getStreamFromExternal(raw, index)).first;
+  }
+  return found->second;
+}
+
 }  // namespace
 
 struct CudaGraph::Impl {
   Impl(c10::Device device, bool high_priority)
-      : index(device.index() < 0 ? 0 : device.index()), stream(c10::cuda::getStreamFromPool(high_priority, index)) {}
+      : index(device.index() < 0 ? 0 : device.index()), stream(c10::cuda::getStreamFromPool(high_priority, index)) {
+    c10::cuda::CUDAGuard on_device(index);
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_read, cudaEventDisableTiming));
+  }
 
   void on_side_stream(const std::function<void()>& work) {
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(index);
@@ -71,9 +92,26 @@ struct CudaGraph::Impl {
     finished.block(current);
   }
 
+  ~Impl() { cudaEventDestroy(inputs_read); }  // released once pending work has passed it
+
+  // The copy stream rejoins the capture it branched off at mark_inputs_read: a capture ends with
+  // every stream it reached joined.
+  void join_mark() {
+    if (!marked) return;
+    marked = false;
+    at::cuda::CUDAEvent passed;
+    passed.record(copies);
+    passed.block(c10::cuda::getCurrentCUDAStream(index));
+  }
+
   c10::DeviceIndex index;
   c10::cuda::CUDAStream stream;
   at::cuda::CUDAGraph graph = new_graph<at::cuda::CUDAGraph>();  // instantiated by capture(), after `edit`
+  c10::cuda::CUDAStream copies = copy_stream_of(index);
+  cudaEvent_t inputs_read = nullptr;  // recorded by each replay at its mark (made with the graph, outside any capture)
+  bool marked = false;                // a mark recorded in the capture under way, not yet joined
+  at::cuda::CUDAEvent copied;         // the copies queued for the next replay
+  bool copies_pending = false;
 };
 
 CudaGraph::CudaGraph(c10::Device device, bool high_priority) : impl_(std::make_unique<Impl>(device, high_priority)) {}
@@ -86,9 +124,11 @@ void CudaGraph::capture(const std::function<void()>& work, const std::function<v
     impl_->graph.capture_begin();
     try {
       work();
+      impl_->join_mark();
     } catch (...) {
       // End the capture so the stream is usable again, then report what went wrong in `work`.
       try {
+        impl_->join_mark();
         impl_->graph.capture_end();
       } catch (...) {
       }
@@ -99,7 +139,38 @@ void CudaGraph::capture(const std::function<void()>& work, const std::function<v
   });
 }
 
-void CudaGraph::replay() { impl_->graph.replay(); }
+void CudaGraph::mark_inputs_read() {
+  Impl& g = *impl_;
+  TORCH_CHECK(cuda_stream_capturing() && !g.marked, "mark_inputs_read: once, inside a capture");
+  // The copy stream joins the capture here; the record it then makes is a node whose only
+  // successor is the capture's end (join_mark), beside the rest of the step.
+  at::cuda::CUDAEvent reached;
+  reached.record(c10::cuda::getCurrentCUDAStream(g.index));
+  reached.block(g.copies);
+  C10_CUDA_CHECK(cudaEventRecordWithFlags(g.inputs_read, g.copies.stream(), cudaEventRecordExternal));
+  g.marked = true;
+}
+
+void CudaGraph::copy_inputs(const std::function<void()>& copies) {
+  Impl& g = *impl_;
+  // A graph's event record node records the event at each launch, as cudaEventRecord would at that
+  // point of the stream: this waits for the last replay's (an event never recorded is complete).
+  C10_CUDA_CHECK(cudaStreamWaitEvent(g.copies.stream(), g.inputs_read, 0));
+  {
+    c10::cuda::CUDAStreamGuard on_copies(g.copies);
+    copies();
+  }
+  g.copied.record(g.copies);
+  g.copies_pending = true;
+}
+
+void CudaGraph::replay() {
+  if (impl_->copies_pending) {
+    impl_->copied.block(c10::cuda::getCurrentCUDAStream(impl_->index));
+    impl_->copies_pending = false;
+  }
+  impl_->graph.replay();
+}
 
 #else
 
@@ -113,6 +184,8 @@ CudaGraph::CudaGraph(c10::Device, bool) { throw std::logic_error("CUDA graphs ne
 CudaGraph::~CudaGraph() = default;
 void CudaGraph::run(const std::function<void()>&) {}
 void CudaGraph::capture(const std::function<void()>&, const std::function<void(void*)>&) {}
+void CudaGraph::mark_inputs_read() {}
+void CudaGraph::copy_inputs(const std::function<void()>&) {}
 void CudaGraph::replay() {}
 
 #endif

@@ -40,6 +40,15 @@ class CudaGraph {
   // own memory pool and keeps its address for every replay. `edit`, when given, may change the
   // recorded graph (a cudaGraph_t) before it is instantiated.
   void capture(const std::function<void()>& work, const std::function<void(void* graph)>& edit = {});
+  // Inside capture()'s work: the point of the recorded work after which the graph's input buffers
+  // are no longer read. Each replay records an event there, on a branch of its own (a node on the
+  // step's path would delay the kernel after it), which copy_inputs() waits for.
+  void mark_inputs_read();
+  // Queues `copies` (the next replay's inputs copied into the graph's buffers, from pinned host
+  // memory) on the device's copy stream, after the last replay passed its mark: they run beside
+  // the rest of that replay instead of between two replays. The next replay() waits for them.
+  // Without a mark, they wait for nothing; a capture with a mark has one before its first replay.
+  void copy_inputs(const std::function<void()>& copies);
   // Launches the recorded work on the current stream: one launch for the whole of it.
   void replay();
 

@@ -30,6 +30,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::stream_priorities, "stream_priorities"},
       {Optimization::row_registers, "row_registers"},
       {Optimization::dependent_launch, "dependent_launch"},
+      {Optimization::input_copies, "input_copies"},
   };
   return names;
 }

@@ -8,8 +8,8 @@
 // (attention_choice, column_sums, gemm_algorithms), at the compiled step's first run, and for
 // adamw_kernel when the capturable AdamW is made, for grad_norm_kernel at each step, and for
 // graph_memsets at each CUDA graph capture, for stream_priorities when a signature's graph is made
-// (at its warm-up), for dependent_launch when a module of kernels is loaded; an unknown name stops
-// the run at start (exit 2).
+// (at its warm-up), for dependent_launch when a module of kernels is loaded, for input_copies at each
+// replay; an unknown name stops the run at start (exit 2).
 // Each switch leaves the step correct: what it turns off is how the work is done, not what is
 // computed (up to rounding).
 #pragma once
@@ -77,6 +77,9 @@ enum class Optimization {
   dependent_launch,     // GPU from Hopper on: trainc's kernels launched as programmatic dependents of the kernel before
                         // them in their stream, so that each is launched while that one finishes and waits for it
                         // on the GPU, instead of being launched after it (runtime/cuda_modules)
+  input_copies,         // GPU: a replay's batch copied from host memory into its graph's buffers on a copy stream,
+                        // once the replay before has done its gradients, beside that replay's update, instead of in
+                        // line between the two replays (runtime/step_graphs, compat/cuda_graph)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

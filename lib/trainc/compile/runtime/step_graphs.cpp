@@ -1,5 +1,6 @@
 #include "trainc/compile/runtime/step_graphs.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 
@@ -39,6 +40,10 @@ std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
 // the device first made two.
 void copy_into(std::vector<at::Tensor>& buffers, const std::vector<at::Tensor>& values) {
   for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(values[i], /*non_blocking=*/true);
+}
+
+bool all_on_host(const std::vector<at::Tensor>& tensors) {
+  return std::all_of(tensors.begin(), tensors.end(), [](const at::Tensor& tensor) { return tensor.is_cpu(); });
 }
 
 }  // namespace
@@ -119,13 +124,21 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
         }
       };
     }
+    // Past the gradients, nothing reads the input buffers: the next step's batch may be copied in
+    // while this one's update runs.
     if (entry.update) {
-      entry.graph->capture([&] { entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets); }, edit);
+      entry.graph->capture(
+          [&] {
+            entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets);
+            entry.graph->mark_inputs_read();
+          },
+          edit);
       entry.update->capture([&] { entry.outputs.grad_norm = phases_.update(); }, edit);
     } else {
       entry.graph->capture(
           [&] {
             entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets);
+            entry.graph->mark_inputs_read();
             entry.outputs.grad_norm = phases_.update();
           },
           edit);
@@ -136,6 +149,14 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     pending_seconds_ += seconds;
     on_event_({signature, "captured", seconds});
+  } else if (all_on_host(batch_inputs) && all_on_host(batch_targets) && optimization_enabled(Optimization::input_copies)) {
+    // From host memory on the copy stream, once the last replay has read the buffers; a batch on
+    // the device is copied in line, after the work that made it.
+    entry.graph->copy_inputs([&] {
+      copy_into(entry.inputs, batch_inputs);
+      copy_into(entry.targets, batch_targets);
+    });
+    use_gradients(entry);
   } else {
     copy_into(entry.inputs, batch_inputs);
     copy_into(entry.targets, batch_targets);

@@ -15,7 +15,9 @@
 //   second step  the batch is copied into static input buffers, the step is captured, then replayed.
 //   later steps  the batch is copied into the buffers and the graph replayed.
 // A batch may be handed in on the device or in pinned host memory; from host memory, a replay's
-// copies go straight into the buffers.
+// copies go straight into the buffers, on a copy stream of their own: each replay marks where its
+// gradients are done (nothing reads the inputs after that), and the next batch's copies wait for
+// that mark only, so they run while the previous replay's update does, not between two replays.
 // Gradients are set to none before a warm-up and before a capture, so the captured backward
 // writes fresh gradients at every replay: that is the zeroing. Anything else that changes from
 // step to step (the learning rate) must live in device tensors written before run().
