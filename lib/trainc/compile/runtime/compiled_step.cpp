@@ -43,7 +43,7 @@ at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad
   for (std::size_t i = static_cast<std::size_t>(programs_.forward_results); i < forward.size(); ++i) {
     backward_inputs.push_back(std::move(forward[i]));
   }
-  backward_inputs.push_back(at::full({}, grad_scale, loss.options()));
+  backward_inputs.push_back(seed(grad_scale, loss.options()));
   const std::vector<at::Tensor> grads = backward_(std::move(backward_inputs), device);
 
   for (std::size_t k = 0; k < grads.size(); ++k) {
@@ -65,6 +65,14 @@ at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad
     tensors[static_cast<std::size_t>(updated_buffers_[k])].copy_(forward[1 + k]);
   }
   return loss;
+}
+
+const at::Tensor& CompiledStep::seed(double value, const at::TensorOptions& options) const {
+  for (const auto& [made_for, tensor] : seeds_) {
+    if (made_for == value && tensor.device() == options.device() && tensor.dtype() == options.dtype()) return tensor;
+  }
+  seeds_.emplace_back(value, at::full({}, value, options));
+  return seeds_.back().second;
 }
 
 }  // namespace trainc

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "trainc/compile/partition/partition.h"
@@ -39,6 +40,11 @@ class CompiledStep {
   std::vector<int> gradient_inputs_;
   ProgramRunner forward_;
   ProgramRunner backward_;
+  // The backward's seed, a 0-dim tensor made once per value, dtype and device (each step's fill
+  // was a launch on a CUDA graph's path). Every one made is kept: a graph captured reading one
+  // reads it at each replay, whatever value the steps after the capture ask for.
+  const at::Tensor& seed(double value, const at::TensorOptions& options) const;
+  mutable std::vector<std::pair<double, at::Tensor>> seeds_;
 };
 
 }  // namespace trainc
