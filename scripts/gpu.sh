@@ -193,9 +193,12 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
       # a without-NAME run traces reduce-overhead with that optimization switched off
       without=()
       [[ $run == without-* ]] && without=(TRAINC_DISABLE_OPTIMIZATIONS="${run#without-}")
+      # the captured graphs as DOT too (compat/cuda_graph): what each traced kernel waits for
+      mkdir -p "$OUT/traces/$case-graphs-$run"
       # --dump-dir: the generated CUDA, whose header comments name each kernel's work in the summary
       # shellcheck disable=SC2086
       env "${without[@]}" TRAINC_PROFILE_TRACE="$OUT/traces/$case-$run.json" TRAINC_PROFILE_TRACE_STEPS=11:3 \
+        TRAINC_CUDA_GRAPH_DOT="$OUT/traces/$case-graphs-$run" \
         timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-trace-$run" ${TRAINC_FLAGS[$case]} \
         $(compile_flags "$([[ $run == without-* ]] && echo reduce-overhead || echo "$run")") --dump-dir "$OUT/$case-dump-$run" > "$OUT/$case-trace-$run.log" 2>&1 &&
         python3 scripts/bench/trace_summary.py "$OUT/traces/$case-$run.json" 3 --top 60 \

@@ -1,8 +1,11 @@
 #include "trainc/compat/cuda_graph.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -45,10 +48,21 @@ Graph new_graph() {
   }
 }
 
+// TRAINC_CUDA_GRAPH_DOT=DIR: each captured graph, as it is instantiated, written to
+// DIR/graph-N.dot by CUDA's own printer (nodes, their parameters and the kind of each edge).
+void write_dot(void* graph) {
+  const char* dir = std::getenv("TRAINC_CUDA_GRAPH_DOT");
+  if (dir == nullptr || *dir == '\0') return;
+  static std::atomic<int> written{0};
+  const std::string path = std::string(dir) + "/graph-" + std::to_string(written++) + ".dot";
+  C10_CUDA_CHECK(cudaGraphDebugDotPrint(static_cast<cudaGraph_t>(graph), path.c_str(), cudaGraphDebugDotFlagsVerbose));
+}
+
 template <typename Graph>
 void edit_and_instantiate(Graph& graph, const std::function<void(void*)>& edit) {
   if constexpr (keeps_graph<Graph>::value) {
     if (edit) edit(graph.raw_cuda_graph());
+    write_dot(graph.raw_cuda_graph());
     graph.instantiate();
   }
 }
