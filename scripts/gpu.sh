@@ -28,7 +28,7 @@
 # temperature throughout; the summary shows them for each run's steps. TRAINC_GPU_TESTS=0 skips the tests. TRAINC_GPU_PROFILE=1
 # runs trainc inductor once more per case with TRAINC_PROFILE_KERNELS=1 and prints where its step
 # time goes (each step synchronized: slower, for the breakdown only), then traces steps 11-13 of
-# each backend in TRAINC_GPU_TRACE_BACKENDS (default inductor; without-NAME for a switch's NAME as above; TRAINC_PROFILE_TRACE) and prints
+# each backend in TRAINC_GPU_TRACE_BACKENDS (default inductor; without-NAME and env-VAR=VALUE,... as above; TRAINC_PROFILE_TRACE) and prints
 # their kernels' time per step, and profiles the PyTorch loop's kernels the same way (--profile).
 # TRAINC_GPU_HEAD_CHUNKS=1 also times the head's logits made a chunk of rows at a time
 # (scripts/bench/head_chunks.py) after the tests.
@@ -193,6 +193,7 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
       # a without-NAME run traces reduce-overhead with that optimization switched off
       without=()
       [[ $run == without-* ]] && without=(TRAINC_DISABLE_OPTIMIZATIONS="${run#without-}")
+      [[ $run == env-* ]] && IFS=, read -ra without <<< "${run#env-}"  # an env-VAR=VALUE,... run: those variables set
       # the captured graphs as DOT too (compat/cuda_graph): what each traced kernel waits for
       mkdir -p "$OUT/traces/$case-graphs-$run"
       # --dump-dir: the generated CUDA, whose header comments name each kernel's work in the summary
@@ -200,7 +201,7 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
       env "${without[@]}" TRAINC_PROFILE_TRACE="$OUT/traces/$case-$run.json" TRAINC_PROFILE_TRACE_STEPS=11:3 \
         TRAINC_CUDA_GRAPH_DOT="$OUT/traces/$case-graphs-$run" \
         timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-trace-$run" ${TRAINC_FLAGS[$case]} \
-        $(compile_flags "$([[ $run == without-* ]] && echo reduce-overhead || echo "$run")") --dump-dir "$OUT/$case-dump-$run" > "$OUT/$case-trace-$run.log" 2>&1 &&
+        $(compile_flags "$([[ $run == without-* || $run == env-* ]] && echo reduce-overhead || echo "$run")") --dump-dir "$OUT/$case-dump-$run" > "$OUT/$case-trace-$run.log" 2>&1 &&
         python3 scripts/bench/trace_summary.py "$OUT/traces/$case-$run.json" 3 --top 60 \
           --sources "$OUT/$case-dump-$run"/*.cu > "$OUT/$case-trace-$run.txt" 2>&1
     done
