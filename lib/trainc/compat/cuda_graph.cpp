@@ -1,9 +1,9 @@
 #include "trainc/compat/cuda_graph.h"
 
+#include "trainc/compat/dedicated_stream.h"
+
 #include <atomic>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -15,6 +15,7 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <unistd.h>
 #endif
 
 namespace trainc {
@@ -49,13 +50,18 @@ Graph new_graph() {
 }
 
 // TRAINC_CUDA_GRAPH_DOT=DIR: each captured graph, as it is instantiated, written to
-// DIR/graph-N.dot by CUDA's own printer (nodes, their parameters and the kind of each edge).
+// DIR/graph-PID-N.dot by CUDA's own printer (nodes, their parameters, edges). A debugging aid: a
+// file that cannot be written is a warning, not the run's end.
 void write_dot(void* graph) {
   const char* dir = std::getenv("TRAINC_CUDA_GRAPH_DOT");
   if (dir == nullptr || *dir == '\0') return;
   static std::atomic<int> written{0};
-  const std::string path = std::string(dir) + "/graph-" + std::to_string(written++) + ".dot";
-  C10_CUDA_CHECK(cudaGraphDebugDotPrint(static_cast<cudaGraph_t>(graph), path.c_str(), cudaGraphDebugDotFlagsVerbose));
+  const std::string path = std::string(dir) + "/graph-" + std::to_string(getpid()) + "-" + std::to_string(written++) + ".dot";
+  const cudaError_t result = cudaGraphDebugDotPrint(static_cast<cudaGraph_t>(graph), path.c_str(), cudaGraphDebugDotFlagsVerbose);
+  if (result != cudaSuccess) {
+    (void)cudaGetLastError();  // the error is reported here, not left for the next CUDA call
+    TORCH_WARN("TRAINC_CUDA_GRAPH_DOT: could not write ", path, " (", cudaGetErrorString(result), ")");
+  }
 }
 
 template <typename Graph>
@@ -67,30 +73,28 @@ void edit_and_instantiate(Graph& graph, const std::function<void(void*)>& edit) 
   }
 }
 
-// One stream per device for the copies of replays' inputs (copy_inputs), created for it: a pool
-// stream may be one a graph is captured or replayed on, which would put the copies back in line.
-c10::cuda::CUDAStream copy_stream_of(c10::DeviceIndex index) {
-  static std::mutex mutex;
-  static std::map<c10::DeviceIndex, c10::cuda::CUDAStream>& streams = *new std::map<c10::DeviceIndex, c10::cuda::CUDAStream>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = streams.find(index);
-  if (found == streams.end()) {
+}  // namespace
+
+namespace {
+
+// An event for a graph's event record node, made outside any capture. Declared before the graph
+// in Impl, so the instantiated graph that records it is destroyed first.
+struct RecordedEvent {
+  explicit RecordedEvent(c10::DeviceIndex index) {
     c10::cuda::CUDAGuard on_device(index);
-    cudaStream_t raw = nullptr;
-    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking));  // kept for the process
-    found = streams.emplace(index, c10::cuda::getStreamFromExternal(raw, index)).first;
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   }
-  return found->second;
-}
+  ~RecordedEvent() { cudaEventDestroy(event); }  // released once pending work has passed it
+  RecordedEvent(const RecordedEvent&) = delete;
+  RecordedEvent& operator=(const RecordedEvent&) = delete;
+  cudaEvent_t event = nullptr;
+};
 
 }  // namespace
 
 struct CudaGraph::Impl {
   Impl(c10::Device device, bool high_priority)
-      : index(device.index() < 0 ? 0 : device.index()), stream(c10::cuda::getStreamFromPool(high_priority, index)) {
-    c10::cuda::CUDAGuard on_device(index);
-    C10_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_read, cudaEventDisableTiming));
-  }
+      : index(device.index() < 0 ? 0 : device.index()), stream(c10::cuda::getStreamFromPool(high_priority, index)) {}
 
   void on_side_stream(const std::function<void()>& work) {
     const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(index);
@@ -106,8 +110,6 @@ struct CudaGraph::Impl {
     finished.block(current);
   }
 
-  ~Impl() { cudaEventDestroy(inputs_read); }  // released once pending work has passed it
-
   // The copy stream rejoins the capture it branched off at mark_inputs_read: a capture ends with
   // every stream it reached joined.
   void join_mark() {
@@ -120,11 +122,12 @@ struct CudaGraph::Impl {
 
   c10::DeviceIndex index;
   c10::cuda::CUDAStream stream;
+  c10::cuda::CUDAStream copies = dedicated_stream("input copies", index);
+  RecordedEvent inputs_read{index};  // recorded by each replay at its mark
   at::cuda::CUDAGraph graph = new_graph<at::cuda::CUDAGraph>();  // instantiated by capture(), after `edit`
-  c10::cuda::CUDAStream copies = copy_stream_of(index);
-  cudaEvent_t inputs_read = nullptr;  // recorded by each replay at its mark (made with the graph, outside any capture)
-  bool marked = false;                // a mark recorded in the capture under way, not yet joined
-  at::cuda::CUDAEvent copied;         // the copies queued for the next replay
+  bool marked = false;              // a mark recorded in the capture under way, not yet joined
+  bool has_mark = false;            // the captured graph records inputs_read
+  at::cuda::CUDAEvent copied;       // the copies queued for the next replay
   bool copies_pending = false;
 };
 
@@ -140,9 +143,13 @@ void CudaGraph::capture(const std::function<void()>& work, const std::function<v
       work();
       impl_->join_mark();
     } catch (...) {
-      // End the capture so the stream is usable again, then report what went wrong in `work`.
+      // End the capture so the streams are usable again, then report what went wrong in `work`.
+      // Each step on its own: an invalidated capture can refuse the join and still be ended.
       try {
         impl_->join_mark();
+      } catch (...) {
+      }
+      try {
         impl_->graph.capture_end();
       } catch (...) {
       }
@@ -161,15 +168,18 @@ void CudaGraph::mark_inputs_read() {
   at::cuda::CUDAEvent reached;
   reached.record(c10::cuda::getCurrentCUDAStream(g.index));
   reached.block(g.copies);
-  C10_CUDA_CHECK(cudaEventRecordWithFlags(g.inputs_read, g.copies.stream(), cudaEventRecordExternal));
+  C10_CUDA_CHECK(cudaEventRecordWithFlags(g.inputs_read.event, g.copies.stream(), cudaEventRecordExternal));
   g.marked = true;
+  g.has_mark = true;
 }
 
 void CudaGraph::copy_inputs(const std::function<void()>& copies) {
   Impl& g = *impl_;
+  // Without a mark there is nothing to wait for, and the copies would race the last replay.
+  TORCH_CHECK(g.has_mark, "copy_inputs: the graph was captured without mark_inputs_read");
   // A graph's event record node records the event at each launch, as cudaEventRecord would at that
   // point of the stream: this waits for the last replay's (an event never recorded is complete).
-  C10_CUDA_CHECK(cudaStreamWaitEvent(g.copies.stream(), g.inputs_read, 0));
+  C10_CUDA_CHECK(cudaStreamWaitEvent(g.copies.stream(), g.inputs_read.event, 0));
   {
     c10::cuda::CUDAStreamGuard on_copies(g.copies);
     copies();

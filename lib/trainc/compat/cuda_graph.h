@@ -47,7 +47,7 @@ class CudaGraph {
   // Queues `copies` (the next replay's inputs copied into the graph's buffers, from pinned host
   // memory) on the device's copy stream, after the last replay passed its mark: they run beside
   // the rest of that replay instead of between two replays. The next replay() waits for them.
-  // Without a mark, they wait for nothing; a capture with a mark has one before its first replay.
+  // Only for a graph captured with a mark (checked): without one the copies would race the replay.
   void copy_inputs(const std::function<void()>& copies);
   // Launches the recorded work on the current stream: one launch for the whole of it.
   void replay();

@@ -1,13 +1,12 @@
 #include "trainc/compat/side_stream.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <stdexcept>
 #include <vector>
 
 #include "trainc/compat/cublaslt_algorithms.h"
 #include "trainc/compat/cuda_graph.h"
+#include "trainc/compat/dedicated_stream.h"
 
 #if TRAINC_WITH_CUDA
 #include <ATen/ATen.h>
@@ -22,33 +21,21 @@ namespace trainc {
 
 namespace {
 
-// One side stream per device, for the process: a stream of its own (a pool stream may be the one a
-// graph is captured on, which would run the two in series), with the libraries' workspaces made
-// for it before any capture (ATen's cuBLAS and cuBLASLt make theirs at a stream's first product).
+// One side stream per device (compat/dedicated_stream), with the libraries' workspaces made for it
+// before any capture (ATen's cuBLAS and cuBLASLt make theirs at a stream's first product).
 c10::cuda::CUDAStream side_stream_of(c10::DeviceIndex index) {
-  static std::mutex mutex;
-  static std::map<c10::DeviceIndex, c10::cuda::CUDAStream>& streams = *new std::map<c10::DeviceIndex, c10::cuda::CUDAStream>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = streams.find(index);
-  if (found == streams.end()) {
-    c10::cuda::CUDAGuard on_device(index);
-    cudaStream_t raw = nullptr;
-    int least_priority = 0, greatest_priority = 0;
-    C10_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
-    C10_CUDA_CHECK(cudaStreamCreateWithPriority(&raw, cudaStreamNonBlocking, least_priority));  // kept for the process
-    found = streams.emplace(index, c10::cuda::getStreamFromExternal(raw, index)).first;
-    lt_prepare_stream(index, raw);
+  return dedicated_stream("side", index, [index](c10::cuda::CUDAStream stream) {
+    lt_prepare_stream(index, stream.stream());
     const bool capturing = cuda_stream_capturing();  // programs are built before captures: never so far
-    c10::cuda::CUDAStreamGuard on_side(found->second);
+    c10::cuda::CUDAStreamGuard on_side(stream);
     for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
       if (capturing) break;
       const at::Tensor a = at::ones({16, 16}, at::TensorOptions().dtype(dtype).device(at::kCUDA, index));
       (void)at::mm(a, a);
       (void)at::addmm(a, a, a);
     }
-    found->second.synchronize();
-  }
-  return found->second;
+    stream.synchronize();
+  });
 }
 
 }  // namespace
