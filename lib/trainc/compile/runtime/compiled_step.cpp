@@ -2,6 +2,7 @@
 
 #include <c10/core/GradMode.h>
 
+#include "trainc/compat/cuda_graph.h"
 #include "trainc/compile/runtime/aten_executor.h"
 
 namespace trainc {
@@ -43,7 +44,8 @@ at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad
   for (std::size_t i = static_cast<std::size_t>(programs_.forward_results); i < forward.size(); ++i) {
     backward_inputs.push_back(std::move(forward[i]));
   }
-  backward_inputs.push_back(seed(grad_scale, loss.options()));
+  const at::Tensor seed_tensor = seed(grad_scale, loss.options());
+  backward_inputs.push_back(seed_tensor);
   const std::vector<at::Tensor> grads = backward_(std::move(backward_inputs), device);
 
   for (std::size_t k = 0; k < grads.size(); ++k) {
@@ -53,11 +55,12 @@ at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad
       grad.add_(grads[k]);
     } else {
       // .grad is the parameter's own from here on: never a view (optimizers detach it in place)
-      // and never sharing storage with a step input or a forward result. (The saved values were
+      // and never sharing storage with a step input, a forward result or the kept seed (a loss
+      // that adds a scalar parameter passes the seed through as its gradient). (The saved values were
       // handed to the backward and are released by now: a gradient that is one of them, or a
       // view of one, keeps that memory alone.)
       const bool owned = grads[k].is_contiguous() && !grads[k].is_view() && !shares_storage(grads[k], tensors) &&
-                         !shares_storage(grads[k], forward);
+                         !shares_storage(grads[k], forward) && !grads[k].is_alias_of(seed_tensor);
       grad = owned ? grads[k] : grads[k].clone(at::MemoryFormat::Contiguous);
     }
   }
@@ -67,12 +70,15 @@ at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad
   return loss;
 }
 
-const at::Tensor& CompiledStep::seed(double value, const at::TensorOptions& options) const {
+at::Tensor CompiledStep::seed(double value, const at::TensorOptions& options) const {
   for (const auto& [made_for, tensor] : seeds_) {
     if (made_for == value && tensor.device() == options.device() && tensor.dtype() == options.dtype()) return tensor;
   }
-  seeds_.emplace_back(value, at::full({}, value, options));
-  return seeds_.back().second;
+  // Kept only when made outside a capture (a capture would leave it in its graph's memory, filled
+  // only by its replays), and only the first few: a loss scale that changes makes new values.
+  at::Tensor made = at::full({}, value, options);
+  if (!cuda_stream_capturing() && seeds_.size() < kKeptSeeds) seeds_.emplace_back(value, made);
+  return made;
 }
 
 }  // namespace trainc

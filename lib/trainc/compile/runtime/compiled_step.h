@@ -41,9 +41,10 @@ class CompiledStep {
   ProgramRunner forward_;
   ProgramRunner backward_;
   // The backward's seed, a 0-dim tensor made once per value, dtype and device (each step's fill
-  // was a launch on a CUDA graph's path). Every one made is kept: a graph captured reading one
+  // was a launch on a CUDA graph's path). One kept is never dropped: a graph captured reading it
   // reads it at each replay, whatever value the steps after the capture ask for.
-  const at::Tensor& seed(double value, const at::TensorOptions& options) const;
+  at::Tensor seed(double value, const at::TensorOptions& options) const;
+  static constexpr std::size_t kKeptSeeds = 8;
   mutable std::vector<std::pair<double, at::Tensor>> seeds_;
 };
 
