@@ -382,38 +382,57 @@ TEST_CASE("inductor's captured programs with a second stream take the steps they
 
 TEST_CASE("a batch copied in beside the previous replay reaches its own step", "[cuda]") {
   REQUIRE(torch::cuda::is_available());
-  // A step that reads its inputs only after some milliseconds of other work, so the host has queued
-  // the next steps' copies long before a replay reaches that read: copies that did not wait for
-  // the replay's mark (its gradients done) would land first, and the step would sum a later batch.
+  // A step that reads its inputs first, then spends some milliseconds on other work, then reads its
+  // targets. The host queues the steps long before the GPU gets to them, so copies that did not
+  // wait for the last replay's mark (its gradients done) would land before that replay read its
+  // targets, and a replay that did not wait for its copies would read inputs still on their way
+  // (16 MB of them, a copy of about half a millisecond, started only at the last replay's mark).
   const auto on_gpu = torch::TensorOptions().device(kGpu);
   const torch::Tensor busy = torch::randn({2048, 2048}, on_gpu);
   torch::Tensor weight = torch::zeros({1}, on_gpu.requires_grad(true));
   StepPhases phases;
   phases.gradients = [&](const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
+    const torch::Tensor first = inputs[0].sum();
     torch::Tensor spin = busy;
     for (int i = 0; i < 20; ++i) spin = torch::mm(spin, busy) * 1e-3;
-    return (inputs[0].sum() + 1000 * targets[0].sum()).to(torch::kFloat);
+    return (first + 1000 * targets[0].sum()).to(torch::kDouble);
   };
   phases.update = [&] { return torch::zeros({}, on_gpu); };
   std::vector<std::string> events;
   StepGraphs graphs(
       kGpu, {weight}, phases, [&](const GraphEvent& event) { events.push_back(event.outcome); },
       [](const std::string& warning) { FAIL(warning); });
-  // Every batch made first: a pinned allocation inside the loop could wait for the GPU. Every
-  // fifth one is handed in on the GPU (copied in line) among those from pinned host memory.
-  constexpr int kSteps = 40;
-  std::vector<torch::Tensor> inputs, targets;
+  struct Batch {
+    torch::Tensor inputs, targets;
+  };
+  // Step `step`'s batch: `tokens` inputs equal to the step, 16 targets equal to twice it; pinned,
+  // or on the GPU (copied in line).
+  const auto batch = [](int step, int64_t tokens, bool on_device) {
+    const torch::Tensor inputs = torch::full({tokens}, step, torch::kLong), targets = torch::full({2, 8}, 2 * step, torch::kLong);
+    return on_device ? Batch{inputs.to(kGpu), targets.to(kGpu)} : Batch{inputs.pin_memory(), targets.pin_memory()};
+  };
+  constexpr int64_t kLarge = int64_t{1} << 21, kSmall = 16;
+  // Steps 0-15 and 24-27: large batches made before the loop (a pinned allocation inside it could
+  // wait for the GPU), every fifth on the GPU. Steps 16-23: small ones, a second signature with its
+  // own graph on the same copy stream, made in the loop and released after their step, as the
+  // trainer's loader does.
+  constexpr int kSteps = 28;
+  const auto large = [](int step) { return step < 16 || step >= 24; };
+  std::vector<Batch> made(kSteps);
   for (int step = 0; step < kSteps; ++step) {
-    const torch::Tensor tokens = torch::full({2, 8}, step, torch::kLong), labels = torch::full({2, 8}, 2 * step, torch::kLong);
-    const bool on_device = step % 5 == 3;
-    inputs.push_back(on_device ? tokens.to(kGpu) : tokens.pin_memory());
-    targets.push_back(on_device ? labels.to(kGpu) : labels.pin_memory());
+    if (large(step)) made[static_cast<std::size_t>(step)] = batch(step, kLarge, step % 5 == 3);
   }
   std::vector<torch::Tensor> losses;
-  for (int step = 0; step < kSteps; ++step) losses.push_back(graphs.run({inputs[step]}, {targets[step]}).loss.clone());
+  for (int step = 0; step < kSteps; ++step) {
+    const Batch b = large(step) ? made[static_cast<std::size_t>(step)] : batch(step, kSmall, false);
+    losses.push_back(graphs.run({b.inputs}, {b.targets}).loss.clone());
+    if (large(step)) made[static_cast<std::size_t>(step)] = Batch{};  // released once its copies are done
+  }
   for (int step = 0; step < kSteps; ++step) {
     INFO("step " << step);
-    CHECK(losses[static_cast<std::size_t>(step)].item<double>() == 16.0 * step + 1000 * 32.0 * step);
+    const double tokens = static_cast<double>(large(step) ? kLarge : kSmall);
+    CHECK(losses[static_cast<std::size_t>(step)].item<double>() == tokens * step + 1000 * 32.0 * step);
   }
-  CHECK(events == std::vector<std::string>{"warm-up", "captured"});
+  const std::vector<std::string> expected{"warm-up", "captured", "warm-up", "captured"};  // one graph a signature
+  CHECK(events == expected);
 }
