@@ -190,15 +190,16 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
     for run in ${TRAINC_GPU_TRACE_BACKENDS:-inductor}; do
       step "$case: trainc $run, traced"
       mkdir -p "$OUT/traces"
-      # a without-NAME run traces reduce-overhead with that optimization switched off
-      without=()
-      [[ $run == without-* ]] && without=(TRAINC_DISABLE_OPTIMIZATIONS="${run#without-}")
-      [[ $run == env-* ]] && IFS=, read -ra without <<< "${run#env-}"  # an env-VAR=VALUE,... run: those variables set
+      # a without-NAME run traces reduce-overhead with that optimization switched off, an
+      # env-VAR=VALUE,... run reduce-overhead with those variables set
+      settings=()
+      [[ $run == without-* ]] && settings=(TRAINC_DISABLE_OPTIMIZATIONS="${run#without-}")
+      [[ $run == env-* ]] && IFS=, read -ra settings <<< "${run#env-}"
       # the captured graphs as DOT too (compat/cuda_graph): what each traced kernel waits for
       mkdir -p "$OUT/traces/$case-graphs-$run"
       # --dump-dir: the generated CUDA, whose header comments name each kernel's work in the summary
       # shellcheck disable=SC2086
-      env "${without[@]}" TRAINC_PROFILE_TRACE="$OUT/traces/$case-$run.json" TRAINC_PROFILE_TRACE_STEPS=11:3 \
+      env "${settings[@]}" TRAINC_PROFILE_TRACE="$OUT/traces/$case-$run.json" TRAINC_PROFILE_TRACE_STEPS=11:3 \
         TRAINC_CUDA_GRAPH_DOT="$OUT/traces/$case-graphs-$run" \
         timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-trace-$run" ${TRAINC_FLAGS[$case]} \
         $(compile_flags "$([[ $run == without-* || $run == env-* ]] && echo reduce-overhead || echo "$run")") --dump-dir "$OUT/$case-dump-$run" > "$OUT/$case-trace-$run.log" 2>&1 &&
