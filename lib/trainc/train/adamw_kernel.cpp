@@ -11,8 +11,8 @@ namespace {
 
 constexpr int kBlock = 256;
 // Elements a block updates: 4 float4 groups a thread. The small GPT's 16.2M parameters make 4,064
-// blocks, several waves of the GPU's resident blocks; chunks of 16,384 made 1,016, about one and a
-// half waves, and took 10-13 us longer (docs/benchmarks.md, "AdamW in smaller chunks").
+// blocks; chunks of 16,384 made 1,016 and the step took 9-13 us longer (docs/benchmarks.md, "AdamW
+// in smaller chunks"), presumably a tail of blocks running on a partly idle GPU.
 constexpr int64_t kChunk = 4096;
 constexpr int kTensorsPerLaunch = 56;  // the lists below stay under 4 KB of kernel parameters
 
