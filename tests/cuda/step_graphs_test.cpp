@@ -413,9 +413,10 @@ TEST_CASE("a batch copied in beside the previous replay reaches its own step", "
   };
   constexpr int64_t kLarge = int64_t{1} << 21, kSmall = 16;
   // Steps 0-15 and 24-27: large batches made before the loop (a pinned allocation inside it could
-  // wait for the GPU), every fifth on the GPU. Steps 16-23: small ones, a second signature with its
-  // own graph on the same copy stream, made in the loop and released after their step, as the
-  // trainer's loader does.
+  // wait for the GPU), every fifth on the GPU; they are the ones whose copies would race. Steps
+  // 16-23: small ones, made in the loop and released after their step as the trainer's loader
+  // does, a second signature with its own graph on the same copy stream; then the first graph
+  // again, whose mark was last recorded before the second graph's replays.
   constexpr int kSteps = 28;
   const auto large = [](int step) { return step < 16 || step >= 24; };
   std::vector<Batch> made(kSteps);

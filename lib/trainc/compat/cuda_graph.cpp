@@ -73,10 +73,6 @@ void edit_and_instantiate(Graph& graph, const std::function<void(void*)>& edit) 
   }
 }
 
-}  // namespace
-
-namespace {
-
 // An event for a graph's event record node, made outside any capture. Declared before the graph
 // in Impl, so the instantiated graph that records it is destroyed first.
 struct RecordedEvent {

@@ -24,8 +24,14 @@ c10::cuda::CUDAStream dedicated_stream(const std::string& use, c10::DeviceIndex 
   int least_priority = 0, greatest_priority = 0;
   C10_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
   C10_CUDA_CHECK(cudaStreamCreateWithPriority(&raw, cudaStreamNonBlocking, least_priority));
-  const c10::cuda::CUDAStream stream = streams.emplace(key, c10::cuda::getStreamFromExternal(raw, index)).first->second;
-  if (prepare) prepare(stream);
+  const c10::cuda::CUDAStream stream = c10::cuda::getStreamFromExternal(raw, index);
+  try {
+    if (prepare) prepare(stream);
+  } catch (...) {
+    cudaStreamDestroy(raw);  // no unprepared stream left for the next caller
+    throw;
+  }
+  streams.emplace(key, stream);
   return stream;
 }
 

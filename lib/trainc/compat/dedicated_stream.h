@@ -17,7 +17,8 @@ namespace trainc {
 
 // The stream for `use` on device `index`, of the device's lowest (ordinary) priority and not
 // synchronizing with the legacy default stream. `prepare` runs once, right after the stream is
-// made, before any caller gets it.
+// made, before any caller gets it; it runs under the helper's lock, so it must not ask for another
+// dedicated stream. If it throws, the next request makes a stream afresh.
 c10::cuda::CUDAStream dedicated_stream(const std::string& use, c10::DeviceIndex index,
                                        const std::function<void(c10::cuda::CUDAStream)>& prepare = {});
 

@@ -77,7 +77,8 @@ at::Tensor CompiledStep::seed(double value, const at::TensorOptions& options) co
   // Kept only when made outside a capture (a capture would leave it in its graph's memory, filled
   // only by its replays), and only the first few: a loss scale that changes makes new values.
   at::Tensor made = at::full({}, value, options);
-  if (!cuda_stream_capturing() && seeds_.size() < kKeptSeeds) seeds_.emplace_back(value, made);
+  const bool capturing = options.device().is_cuda() && cuda_stream_capturing();
+  if (!capturing && seeds_.size() < kKeptSeeds) seeds_.emplace_back(value, made);
   return made;
 }
 

@@ -40,9 +40,10 @@ class CompiledStep {
   std::vector<int> gradient_inputs_;
   ProgramRunner forward_;
   ProgramRunner backward_;
-  // The backward's seed, a 0-dim tensor made once per value, dtype and device (each step's fill
-  // was a launch on a CUDA graph's path). One kept is never dropped: a graph captured reading it
-  // reads it at each replay, whatever value the steps after the capture ask for.
+  // The backward's seed, a 0-dim tensor of `value`. Kept for reuse per value, dtype and device
+  // (each step's fill was a launch on a CUDA graph's path), up to kKeptSeeds of them and only when
+  // made outside a capture. One kept is never dropped: a graph captured reading it reads it at each
+  // replay, whatever value the steps after the capture ask for.
   at::Tensor seed(double value, const at::TensorOptions& options) const;
   static constexpr std::size_t kKeptSeeds = 8;
   mutable std::vector<std::pair<double, at::Tensor>> seeds_;
