@@ -8,8 +8,8 @@
 // (attention_choice, column_sums, gemm_algorithms), at the compiled step's first run, and for
 // adamw_kernel when the capturable AdamW is made, for grad_norm_kernel at each step, and for
 // graph_memsets at each CUDA graph capture, for stream_priorities when a signature's graph is made
-// (at its warm-up), for dependent_launch when a module of kernels is loaded, for input_copies at each
-// replay; an unknown name stops the run at start (exit 2).
+// (at its warm-up), for dependent_launch when a module of kernels is loaded, for input_copies when a
+// signature's graph is captured; an unknown name stops the run at start (exit 2).
 // Each switch leaves the step correct: what it turns off is how the work is done, not what is
 // computed (up to rounding).
 #pragma once

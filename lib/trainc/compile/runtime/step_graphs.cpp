@@ -145,21 +145,23 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     }
     for (const at::Tensor& parameter : parameters_) entry.gradients.push_back(parameter.grad());
     entry.captured = true;
+    entry.copies_beside = optimization_enabled(Optimization::input_copies);
     entry.shadow_generation = shadows.generation();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     pending_seconds_ += seconds;
     on_event_({signature, "captured", seconds});
-  } else if (all_on_host(batch_inputs) && all_on_host(batch_targets) && optimization_enabled(Optimization::input_copies)) {
-    // From host memory on the copy stream, once the last replay has read the buffers; a batch on
-    // the device is copied in line, after the work that made it.
-    entry.graph->copy_inputs([&] {
+  } else {
+    const auto copy = [&] {
       copy_into(entry.inputs, batch_inputs);
       copy_into(entry.targets, batch_targets);
-    });
-    use_gradients(entry);
-  } else {
-    copy_into(entry.inputs, batch_inputs);
-    copy_into(entry.targets, batch_targets);
+    };
+    // From host memory on the copy stream, once the last replay has read the buffers; a batch on
+    // the device is copied in line, after the work that made it.
+    if (entry.copies_beside && all_on_host(batch_inputs) && all_on_host(batch_targets)) {
+      entry.graph->copy_inputs(copy);
+    } else {
+      copy();
+    }
     use_gradients(entry);
   }
   entry.graph->replay();

@@ -74,6 +74,7 @@ class StepGraphs {
     std::unique_ptr<CudaGraph> graph;   // the whole step, or its gradients when there is an exchange
     std::unique_ptr<CudaGraph> update;  // the update, when there is an exchange
     bool captured = false;
+    bool copies_beside = false;     // input_copies, decided at capture: host batches copied on the copy stream
     int64_t shadow_generation = 0;  // ParameterShadows::generation() at capture
     std::vector<at::Tensor> inputs, targets;  // static buffers the graph reads
     std::vector<at::Tensor> gradients;        // the .grad tensors the captured backward writes
