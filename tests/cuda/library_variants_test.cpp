@@ -18,6 +18,7 @@
 
 #include "support/posix_scratch_dir.h"
 #include "support/numerics.h"
+#include "support/scoped_variable.h"
 #include "trainc/compat/cublaslt_algorithms.h"
 #include "trainc/compat/cuda_graph.h"
 #include "trainc/compat/device_timing.h"
@@ -28,6 +29,8 @@
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/column_sums.h"
 #include "trainc/compile/runtime/linear_cross_entropy.h"
+#include "trainc/compile/runtime/side_product_sms.h"
+#include "trainc/compile/optimizations.h"
 
 using namespace trainc;
 using trainc::test::relative_error;
@@ -256,6 +259,42 @@ TEST_CASE("the head's weight gradient on the side stream aims at half the SMs an
   const double whole_ms = 1e3 * time_on_device(torch::kCUDA, [&] { lt_matmul_out(whole, d.t(), x, at::Tensor(), 0); }, 20);
   const double half_ms = 1e3 * time_on_device(torch::kCUDA, on_side, 20);
   std::cout << "head weight gradient alone: the whole GPU's kernel " << whole_ms << " ms, half the SMs' " << half_ms << " ms" << std::endl;
+}
+
+// A layer's weight gradient (x^T dy, bf16 operands, float32 out: matmul_to_float) run by the
+// executor inside the side stream's work aims at half the SMs where the layer is small, and
+// computes the product ATen's whole-GPU call does, within float32 accumulation (1e-4 of the
+// largest element). GPT-2's width gets no target, and neither does a product with the switch off.
+TEST_CASE("a layer's weight gradient on the side stream aims at half the SMs and computes the product", "[cuda][autotune]") {
+  REQUIRE(torch::cuda::is_available());
+  const auto options = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const int half = at::cuda::getCurrentDeviceProperties()->multiProcessorCount / 2;
+  for (const int64_t width : {256, 1024}) {
+    const at::Tensor x = torch::randn({2048, width}, options), dy = torch::randn({2048, 768}, options);
+    ir::Node product;
+    product.op = ir::Op::matmul_to_float;
+    const at::Tensor whole = ir::execute_node(product, {x.t(), dy}, torch::kCUDA);
+    at::Tensor on_side;
+    int small = -1, large = -1, switched_off = -1;
+    SideStream side(torch::kCUDA);
+    side.run([&] {
+      small = side_product_sm_target(2048, width, Optimization::side_product_sms);
+      large = side_product_sm_target(16384, 768, Optimization::side_product_sms);
+      {
+        trainc::test::ScopedVariable off(kDisableOptimizationsVariable, "side_product_sms");
+        switched_off = side_product_sm_target(2048, width, Optimization::side_product_sms);
+      }
+      on_side = ir::execute_node(product, {x.t(), dy}, torch::kCUDA);
+    });
+    side.join();
+    torch::cuda::synchronize();
+    CHECK(small == half);
+    CHECK(large == 0);
+    CHECK(switched_off == 0);
+    CHECK(on_side.scalar_type() == torch::kFloat);
+    CHECK(on_side.sizes() == whole.sizes());
+    CHECK(relative_error(on_side, whole) < 1e-4);
+  }
 }
 
 // cuBLASLt's ranked algorithms called directly (max-autotune's candidates for a product): every

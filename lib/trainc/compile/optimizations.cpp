@@ -31,6 +31,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::row_registers, "row_registers"},
       {Optimization::dependent_launch, "dependent_launch"},
       {Optimization::input_copies, "input_copies"},
+      {Optimization::side_product_sms, "side_product_sms"},
   };
   return names;
 }

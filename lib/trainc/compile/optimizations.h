@@ -9,7 +9,8 @@
 // adamw_kernel when the capturable AdamW is made, for grad_norm_kernel at each step, and for
 // graph_memsets at each CUDA graph capture, for stream_priorities when a signature's graph is made
 // (at its warm-up), for dependent_launch when a module of kernels is loaded, for input_copies when a
-// signature's graph is captured; an unknown name stops the run at start (exit 2).
+// signature's graph is captured, for head_grad_sms and side_product_sms when a product is recorded on the
+// side stream; an unknown name stops the run at start (exit 2).
 // Each switch leaves the step correct: what it turns off is how the work is done, not what is
 // computed (up to rounding).
 #pragma once
@@ -80,6 +81,9 @@ enum class Optimization {
   input_copies,         // GPU: a replay's batch copied from host memory into its graph's buffers on a copy stream,
                         // once the replay before has done its gradients, beside that replay's update, instead of in
                         // line between the two replays (runtime/step_graphs, compat/cuda_graph)
+  side_product_sms,     // GPU, side_stream, matmul_to_float: the layers' weight-gradient GEMMs on the second stream aimed at
+                        // half the SMs where the layers' products are too small to fill the GPU, as head_grad_sms aims the
+                        // head's (runtime/side_product_sms)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -15,6 +15,7 @@
 #include "trainc/compile/runtime/column_sums.h"
 #include "trainc/compile/runtime/embedding_grad_add.h"
 #include "trainc/compile/runtime/linear_cross_entropy.h"
+#include "trainc/compile/runtime/side_product_sms.h"
 
 namespace trainc::ir {
 namespace {
@@ -302,7 +303,18 @@ at::Tensor run_permute(const Inputs& in, const Attributes& a, at::Device device)
 at::Tensor run_expand(const Inputs& in, const Attributes& a, at::Device device) { return in[0].expand(a.ints); }
 at::Tensor run_slice(const Inputs& in, const Attributes& a, at::Device device) { return in[0].slice(a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
 at::Tensor run_matmul(const Inputs& in, const Attributes& a, at::Device device) { return at::matmul(in[0], in[1]); }
-at::Tensor run_matmul_to_float(const Inputs& in, const Attributes& a, at::Device device) { return matmul_to_float(in[0], in[1]); }
+// On the side stream, a weight gradient x^T . dy ([width, tokens] . [tokens, n]) aimed at half the
+// SMs where the layers are small (runtime/side_product_sms), by cuBLASLt's first-ranked algorithm
+// for that target; elsewhere, or where cuBLASLt cannot take the operands, ATen's.
+at::Tensor run_matmul_to_float(const Inputs& in, const Attributes& a, at::Device device) {
+  if (in[0].dim() == 2 && in[1].dim() == 2) {
+    if (const int sms = side_product_sm_target(in[0].size(1), in[0].size(0), Optimization::side_product_sms); sms > 0) {
+      at::Tensor out = at::empty({in[0].size(0), in[1].size(1)}, in[0].options().dtype(at::kFloat));
+      if (lt_matmul_out(out, in[0], in[1], at::Tensor(), 0, LtEpilogue::none, at::Tensor(), sms)) return out;
+    }
+  }
+  return matmul_to_float(in[0], in[1]);
+}
 at::Tensor run_embedding(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding(in[0], in[1]); }
 at::Tensor run_attention(const Inputs& in, const Attributes& a, at::Device device) { return attention(in, a); }
 at::Tensor run_attention_grad(const Inputs& in, const Attributes& a, at::Device device) { return attention_grad(in, a); }

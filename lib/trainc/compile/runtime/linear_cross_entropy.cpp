@@ -4,13 +4,13 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/cublaslt_algorithms.h"
-#include "trainc/compat/side_stream.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/ir/graph.h"
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/cross_entropy_rows.h"
 #include "trainc/compile/runtime/parameter_shadows.h"
 #include "trainc/compile/runtime/scaled_rows.h"
+#include "trainc/compile/runtime/side_product_sms.h"
 
 namespace trainc {
 namespace {
@@ -50,18 +50,12 @@ void product_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& 
   head_product_into(out, a, b, which < algorithms.size() ? algorithms[which] : -1, sm_count_target);
 }
 
-// The SMs the weight's gradient GEMM aims at (0: all). On the side stream, beside the layers'
-// backward, half of them where the layers' products are small: x's rows by its width make fewer
-// 128 x 128 tiles than twice that half (the GPU's SMs, one fewer where their count is odd), so the
-// layers' kernels are short and latency-bound and leave SMs idle. cuBLASLt's kernel for the whole
-// GPU holds every SM until it ends: the small GPT's layers' backward, queued behind it, waited
-// 50 us (docs/compile.md). GPT-2's layers fill the GPU with work of their own, and the GEMM aimed
-// at half of it took 0.9 ms longer a step.
-int weight_grad_sm_target(const at::Tensor& x) {
-  const int half = optimization_enabled(Optimization::head_grad_sms) ? SideStream::product_sm_target() : 0;
-  const int64_t tiles = (x.size(0) + 127) / 128 * ((x.size(1) + 127) / 128);
-  return half > 0 && tiles < 2 * static_cast<int64_t>(half) ? half : 0;
-}
+// The SMs the weight's gradient GEMM aims at (0: all): on the side stream, half of them where the
+// layers' products are small (runtime/side_product_sms). cuBLASLt's kernel for the whole GPU held
+// every SM until it ended: the small GPT's layers' backward, queued behind it, waited 50 us
+// (docs/compile.md). GPT-2's layers fill the GPU with work of their own, and the GEMM aimed at
+// half of it took 0.9 ms longer a step.
+int weight_grad_sm_target(const at::Tensor& x) { return side_product_sm_target(x.size(0), x.size(1), Optimization::head_grad_sms); }
 
 // The rows' logit gradients inside the training pair's buffer: [rows, padded vocabulary].
 at::Tensor dlogits_in(const at::Tensor& packed, const ir::LinearCrossEntropyLayout& layout, int64_t rows) {
