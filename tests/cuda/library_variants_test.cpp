@@ -262,39 +262,60 @@ TEST_CASE("the head's weight gradient on the side stream aims at half the SMs an
 }
 
 // A layer's weight gradient (x^T dy, bf16 operands, float32 out: matmul_to_float) run by the
-// executor inside the side stream's work aims at half the SMs where the layer is small, and
-// computes the product ATen's whole-GPU call does, within float32 accumulation (1e-4 of the
-// largest element). GPT-2's width gets no target, and neither does a product with the switch off.
+// executor's default inside the side stream's work is cuBLASLt's first-ranked algorithm for half
+// the SMs, bit for bit (the same call made directly), where the layer is small; it computes the
+// product ATen's whole-GPU call does within float32 accumulation (1e-4 of the largest element).
+// With the switch off, or as a named variant (max-autotune's choice, here "aten"), it is ATen's
+// call, bit for bit. GPT-2's width gets no target. Then as a compiled step records it: queued from
+// the side stream's work inside a CUDA graph's capture, replayed on new inputs.
 TEST_CASE("a layer's weight gradient on the side stream aims at half the SMs and computes the product", "[cuda][autotune]") {
   REQUIRE(torch::cuda::is_available());
   const auto options = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
   const int half = at::cuda::getCurrentDeviceProperties()->multiProcessorCount / 2;
+  ir::Node product;
+  product.op = ir::Op::matmul_to_float;
+  SideStream side(torch::kCUDA);
   for (const int64_t width : {256, 1024}) {
     const at::Tensor x = torch::randn({2048, width}, options), dy = torch::randn({2048, 768}, options);
-    ir::Node product;
-    product.op = ir::Op::matmul_to_float;
-    const at::Tensor whole = ir::execute_node(product, {x.t(), dy}, torch::kCUDA);
-    at::Tensor on_side;
-    int small = -1, large = -1, switched_off = -1;
-    SideStream side(torch::kCUDA);
+    const at::Tensor whole = ir::execute_node(product, {x.t(), dy}, torch::kCUDA, "");  // outside the side stream: ATen's
+    const at::Tensor direct = torch::empty({width, 768}, options.dtype(torch::kFloat));
+    at::Tensor aimed, named, switched_off;
+    bool ran_direct = false;
+    int large = -1;
     side.run([&] {
-      small = side_product_sm_target(2048, width, Optimization::side_product_sms);
+      aimed = ir::execute_node(product, {x.t(), dy}, torch::kCUDA, "");
+      ran_direct = lt_matmul_out(direct, x.t(), dy, at::Tensor(), 0, LtEpilogue::none, at::Tensor(), half);
+      named = ir::execute_node(product, {x.t(), dy}, torch::kCUDA, "aten");
       large = side_product_sm_target(16384, 768, Optimization::side_product_sms);
-      {
-        trainc::test::ScopedVariable off(kDisableOptimizationsVariable, "side_product_sms");
-        switched_off = side_product_sm_target(2048, width, Optimization::side_product_sms);
-      }
-      on_side = ir::execute_node(product, {x.t(), dy}, torch::kCUDA);
+      trainc::test::ScopedVariable off(kDisableOptimizationsVariable, "side_product_sms");
+      switched_off = ir::execute_node(product, {x.t(), dy}, torch::kCUDA, "");
     });
     side.join();
     torch::cuda::synchronize();
-    CHECK(small == half);
+    REQUIRE(ran_direct);
     CHECK(large == 0);
-    CHECK(switched_off == 0);
-    CHECK(on_side.scalar_type() == torch::kFloat);
-    CHECK(on_side.sizes() == whole.sizes());
-    CHECK(relative_error(on_side, whole) < 1e-4);
+    CHECK(aimed.scalar_type() == torch::kFloat);
+    CHECK(torch::equal(aimed, direct));
+    CHECK(relative_error(aimed, whole) < 1e-4);
+    CHECK(torch::equal(named, whole));
+    CHECK(torch::equal(switched_off, whole));
   }
+
+  const at::Tensor x = torch::randn({2048, 256}, options), dy = torch::randn({2048, 768}, options);
+  at::Tensor captured;
+  CudaGraph graph(torch::kCUDA);
+  graph.run([&] { (void)ir::execute_node(product, {x.t(), dy}, torch::kCUDA, ""); });
+  graph.capture([&] {
+    side.run([&] { captured = ir::execute_node(product, {x.t(), dy}, torch::kCUDA, ""); });
+    side.join();
+  });
+  x.copy_(torch::randn_like(x));
+  graph.replay();
+  const at::Tensor direct = torch::empty({256, 768}, options.dtype(torch::kFloat));
+  side.run([&] { REQUIRE(lt_matmul_out(direct, x.t(), dy, at::Tensor(), 0, LtEpilogue::none, at::Tensor(), half)); });
+  side.join();
+  torch::cuda::synchronize();
+  CHECK(torch::equal(captured, direct));
 }
 
 // cuBLASLt's ranked algorithms called directly (max-autotune's candidates for a product): every

@@ -1,6 +1,6 @@
 // Which ATen calls of a program a CUDA graph records on a second stream, when the main stream
 // waits for them, and how long the memory they read stays theirs (passes/stream_plan,
-// passes/memory_plan), and the SMs a weight-gradient product there aims at (runtime/side_product_sms).
+// passes/memory_plan).
 #include <catch2/catch.hpp>
 
 #include "support/ir_builders.h"
@@ -8,7 +8,6 @@
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/passes/memory_plan.h"
 #include "trainc/compile/passes/stream_plan.h"
-#include "trainc/compile/runtime/side_product_sms.h"
 
 using namespace trainc;
 using namespace trainc::ir;
@@ -117,16 +116,3 @@ TEST_CASE("the main stream waits for a batch once the next is complete, and its 
   CHECK(beside.arena_bytes() > alone.arena_bytes());
 }
 
-// Half the SMs (66 of an H200's 132) where the layer's activations make fewer 128 x 128 tiles than
-// 132: the small GPT's attention and MLP widths; not GPT-2's, whose layers fill the GPU; nothing
-// where the side stream gives no target (outside its work, on the CPU).
-TEST_CASE("a side-stream product aims at half the SMs only where the layers are small", "[unit][fusion]") {
-  CHECK(small_layers_sm_target(66, 2048, 256) == 66);    // 16 x 2 tiles
-  CHECK(small_layers_sm_target(66, 2048, 1024) == 66);   // 16 x 8 = 128
-  CHECK(small_layers_sm_target(66, 2048, 1152) == 0);    // 16 x 9 = 144
-  CHECK(small_layers_sm_target(66, 16384, 768) == 0);    // 128 x 6
-  CHECK(small_layers_sm_target(66, 100, 100) == 66);     // a partial tile counts as one
-  CHECK(small_layers_sm_target(0, 2048, 256) == 0);
-  CHECK(side_product_sm_target(2048, 256, Optimization::side_product_sms) == 0);
-  CHECK(side_product_sm_target(2048, 256, Optimization::head_grad_sms) == 0);
-}

@@ -45,10 +45,11 @@ int lt_algorithm_count(const at::Tensor& a, const at::Tensor& b, const at::Tenso
 // `sm_count_target` > 0: the ranking is the heuristic's for a kernel that uses that many of the
 // GPU's multiprocessors (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), for a product that runs beside
 // other work; not the ranking lt_algorithm_count counts.
-// Capturable into a CUDA graph: the workspace is one buffer per device, made by lt_algorithm_count
-// or the first call outside a capture (a product first met inside one is left to ATen), shared by
-// the products of every stream but the prepared ones (lt_prepare_stream), which run one after
-// another; a prepared stream has its own.
+// Capturable into a CUDA graph: the workspace is one buffer per device, made by lt_algorithm_count,
+// the first call outside a capture or lt_prepare_stream (inside a capture before any of those, the
+// call is left to ATen), shared by the products of every stream but the prepared ones, which run
+// one after another; a prepared stream has its own. A problem first met inside a capture is ranked
+// there: cuBLASLt's heuristic runs on the host and records nothing.
 bool lt_matmul_out(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, int index,
                    LtEpilogue epilogue = LtEpilogue::none, const at::Tensor& aux = at::Tensor(), int sm_count_target = 0);
 

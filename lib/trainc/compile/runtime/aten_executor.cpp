@@ -56,6 +56,21 @@ std::optional<MatrixProduct> matrix_product(Op op, const Inputs& inputs) {
   return product;
 }
 
+// A default (not max-autotune's) matmul_to_float queued on the side stream: a weight gradient
+// x^T . dy, [width, tokens] . [tokens, n], aimed at half the SMs where the layers are small
+// (runtime/side_product_sms) by cuBLASLt's first-ranked algorithm for that target. The rule reads
+// only x's sizes: an untied head's weight gradient, were it a plain matmul_to_float there, would
+// follow this switch rather than head_grad_sms. Nothing where the rule gives no target or cuBLASLt
+// cannot take the operands (ATen's call then runs).
+std::optional<at::Tensor> side_stream_weight_grad(const Inputs& in) {
+  if (in[0].dim() != 2 || in[1].dim() != 2) return std::nullopt;
+  const int sms = side_product_sm_target(in[0].size(1), in[0].size(0), Optimization::side_product_sms);
+  if (sms == 0) return std::nullopt;
+  at::Tensor out = at::empty({in[0].size(0), in[1].size(1)}, in[0].options().dtype(at::kFloat));
+  if (!lt_matmul_out(out, in[0], in[1], at::Tensor(), 0, LtEpilogue::none, at::Tensor(), sms)) return std::nullopt;
+  return out;
+}
+
 // GELU's tanh approximation as the import decomposes it (import/composites): in float32, the same
 // operations in the same order, rounded once to y's dtype.
 at::Tensor gelu_tanh(const at::Tensor& y) {
@@ -303,18 +318,7 @@ at::Tensor run_permute(const Inputs& in, const Attributes& a, at::Device device)
 at::Tensor run_expand(const Inputs& in, const Attributes& a, at::Device device) { return in[0].expand(a.ints); }
 at::Tensor run_slice(const Inputs& in, const Attributes& a, at::Device device) { return in[0].slice(a.ints[0], a.ints[1], a.ints[2], a.ints[3]); }
 at::Tensor run_matmul(const Inputs& in, const Attributes& a, at::Device device) { return at::matmul(in[0], in[1]); }
-// On the side stream, a weight gradient x^T . dy ([width, tokens] . [tokens, n]) aimed at half the
-// SMs where the layers are small (runtime/side_product_sms), by cuBLASLt's first-ranked algorithm
-// for that target; elsewhere, or where cuBLASLt cannot take the operands, ATen's.
-at::Tensor run_matmul_to_float(const Inputs& in, const Attributes& a, at::Device device) {
-  if (in[0].dim() == 2 && in[1].dim() == 2) {
-    if (const int sms = side_product_sm_target(in[0].size(1), in[0].size(0), Optimization::side_product_sms); sms > 0) {
-      at::Tensor out = at::empty({in[0].size(0), in[1].size(1)}, in[0].options().dtype(at::kFloat));
-      if (lt_matmul_out(out, in[0], in[1], at::Tensor(), 0, LtEpilogue::none, at::Tensor(), sms)) return out;
-    }
-  }
-  return matmul_to_float(in[0], in[1]);
-}
+at::Tensor run_matmul_to_float(const Inputs& in, const Attributes& a, at::Device device) { return matmul_to_float(in[0], in[1]); }
 at::Tensor run_embedding(const Inputs& in, const Attributes& a, at::Device device) { return at::embedding(in[0], in[1]); }
 at::Tensor run_attention(const Inputs& in, const Attributes& a, at::Device device) { return attention(in, a); }
 at::Tensor run_attention_grad(const Inputs& in, const Attributes& a, at::Device device) { return attention_grad(in, a); }
@@ -436,7 +440,12 @@ at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs,
 }
 
 at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device, const std::string& variant) {
-  if (variant.empty()) return execute_node(node, inputs, device);
+  if (variant.empty()) {
+    if (node.op == Op::matmul_to_float) {
+      if (std::optional<at::Tensor> out = side_stream_weight_grad(inputs)) return *out;
+    }
+    return execute_node(node, inputs, device);
+  }
   if (node.op == Op::attention || node.op == Op::attention_grad) {
     const std::optional<AttentionBackend> backend = attention_backend_named(variant);
     TRAINC_CHECK(backend.has_value(), "unknown attention backend '" + variant + "'");

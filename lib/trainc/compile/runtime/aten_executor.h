@@ -45,7 +45,9 @@ std::optional<AttentionBackend> lse_pair_backend(const std::vector<at::Tensor>& 
 // per product ("cublaslt-algos N,-1") for the head's training pair (runtime/linear_cross_entropy), "aten" or
 // "split_rows" (runtime/column_sums) for a sum over leading dimensions, the kernel lse_pair_backend
 // decided (or "aten" for none) for attention_and_lse and attention_grad_from_lse, decided once
-// instead of at every run. Empty: ATen's own call, as above.
+// instead of at every run. Empty: ATen's own call, as above, except for a matmul_to_float queued
+// on the side stream where the layers are small (runtime/side_product_sms): cuBLASLt's, aimed at
+// half the SMs. A named variant (max-autotune's measured choice) always runs as it was measured.
 at::Tensor execute_node(const Node& node, const std::vector<at::Tensor>& inputs, at::Device device, const std::string& variant);
 
 // matmul, matmul_bias, matmul_to_float, matmul_bias_gelu and matmul_gelu_grad: the ops that are one
