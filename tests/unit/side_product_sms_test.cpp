@@ -1,7 +1,7 @@
 // The SMs a weight-gradient product queued on the side stream aims at (runtime/side_product_sms):
 // half of them (66 of an H200's 132) where the layer's activations make fewer 128 x 128 tiles
 // than twice that, none elsewhere, and none where the side stream gives no target (outside its
-// work, on the CPU). The GPU test of the products themselves is in tests/cuda/library_variants_test.
+// work, on the CPU). The GPU test of the products themselves is in tests/cuda/side_stream_products_test.
 #include <catch2/catch.hpp>
 
 #include "trainc/compile/runtime/side_product_sms.h"

@@ -126,19 +126,17 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     }
     // Past the gradients, nothing reads the input buffers: the next step's batch may be copied in
     // while this one's update runs.
+    const auto gradients = [&] {
+      entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets);
+      entry.graph->mark_inputs_read();
+    };
     if (entry.update) {
-      entry.graph->capture(
-          [&] {
-            entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets);
-            entry.graph->mark_inputs_read();
-          },
-          edit);
+      entry.graph->capture(gradients, edit);
       entry.update->capture([&] { entry.outputs.grad_norm = phases_.update(); }, edit);
     } else {
       entry.graph->capture(
           [&] {
-            entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets);
-            entry.graph->mark_inputs_read();
+            gradients();
             entry.outputs.grad_norm = phases_.update();
           },
           edit);
