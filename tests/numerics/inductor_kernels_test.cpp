@@ -52,17 +52,18 @@ struct OpGraph {
   std::vector<std::string> rows;  // one label per output
 };
 
-// Rows of `width` columns: 37 keeps the CUDA kernels one element a thread, 40 moves 8 at a time.
-OpGraph every_kernel_op(DType dtype, int64_t width) {
+// `rows` rows of `width` columns: 37 keeps the CUDA kernels one element a thread, 40 moves 8 at a
+// time; from 256 rows on, a CUDA row kernel whose row a warp covers runs a row a warp (warp_rows).
+OpGraph every_kernel_op(DType dtype, int64_t width, int64_t rows = 6) {
   OpGraph g;
   Graph& graph = g.graph;
-  const TensorType full{dtype, {6, width}};
+  const TensorType full{dtype, {rows, width}};
   const ValueId x = graph.add_input("x", full);
   const ValueId y = graph.add_input("y", full);
   const ValueId positive = graph.add_input("positive", full);
-  const ValueId mask = graph.add_input("mask", {DType::b8, {6, width}});
+  const ValueId mask = graph.add_input("mask", {DType::b8, {rows, width}});
   const ValueId column = graph.add_input("column", {dtype, {width}});
-  const ValueId row = graph.add_input("row", {dtype, {6, 1}});
+  const ValueId row = graph.add_input("row", {dtype, {rows, 1}});
   const ValueId square = graph.add_input("square", {dtype, {width, width}});
   const auto out = [&](const std::string& label, ValueId value) {
     graph.mark_output(value);
@@ -105,14 +106,14 @@ OpGraph every_kernel_op(DType dtype, int64_t width) {
   out("reduction then pointwise", graph.add(Op::mul, {graph.add(Op::sub, {x, mean}), graph.add(Op::exp, {y})}));
   out("sum of a permuted view", graph.add(Op::sum, {graph.add(Op::permute, {square}, ints({1, 0}))}, ints({1})));
   out("transposed plus slice", graph.add(Op::add, {graph.add(Op::permute, {square}, ints({1, 0})), graph.add(Op::slice, {square}, ints({0, 0, width, 1}))}));
-  out("expanded row", graph.add(Op::mul, {graph.add(Op::expand, {row}, ints({6, width})), y}));
+  out("expanded row", graph.add(Op::mul, {graph.add(Op::expand, {row}, ints({rows, width})), y}));
   return g;
 }
 
 // `tuner`: max-autotune's, which on a GPU runs each kernel under the launch shape it measures
 // fastest. Returns the launch shape each kernel ran under (FusedProgram::chosen_launch_shapes).
-std::vector<int> check_dtype(DType dtype, double tolerance, int64_t width, std::shared_ptr<Autotuner> tuner = nullptr) {
-  const OpGraph g = every_kernel_op(dtype, width);
+std::vector<int> check_dtype(DType dtype, double tolerance, int64_t width, std::shared_ptr<Autotuner> tuner = nullptr, int64_t rows = 6) {
+  const OpGraph g = every_kernel_op(dtype, width, rows);
   verify(g.graph);
   InductorReport report;
   const auto program = build_fused_program(g.graph, test::test_compiler_settings(), report, test_device(), tuner);
@@ -121,33 +122,36 @@ std::vector<int> check_dtype(DType dtype, double tolerance, int64_t width, std::
   const at::ScalarType type = to_scalar_type(dtype);
   const auto options = torch::TensorOptions().dtype(type).device(test_device());
   const auto rn = [&](std::vector<int64_t> shape) { return torch::randn(shape, options); };
-  const auto mask = [&] { return torch::rand({6, width}, options.dtype(torch::kFloat)) > 0.5; };
+  const auto mask = [&] { return torch::rand({rows, width}, options.dtype(torch::kFloat)) > 0.5; };
   const auto fresh_inputs = [&] {
-    return std::vector<at::Tensor>{rn({6, width}),   rn({6, width}), rn({6, width}).abs() + 0.5, mask(),
-                                   rn({width}),      rn({6, 1}),     rn({width, width})};
+    return std::vector<at::Tensor>{rn({rows, width}), rn({rows, width}), rn({rows, width}).abs() + 0.5, mask(),
+                                   rn({width}),       rn({rows, 1}),     rn({width, width})};
   };
   const auto check_run = [&](const std::vector<at::Tensor>& inputs, const std::string& run) {
     check_against_aten(g.graph, g.rows, *program, inputs, std::string(dtype_name(dtype)) + ", rows of " + std::to_string(width) + ", " + run,
                        tolerance);
   };
-  check_run(fresh_inputs(), "first run");
+  const std::string shape = std::to_string(rows) + " rows, ";
+  check_run(fresh_inputs(), shape + "first run");
   // A second run reuses the arena and gives the same results for new inputs.
-  check_run(fresh_inputs(), "second run");
+  check_run(fresh_inputs(), shape + "second run");
   // x as a contiguous view one element into its storage: a kernel that loads 16 bytes at a time
   // must not read it at a misaligned address.
   std::vector<at::Tensor> shifted = fresh_inputs();
-  shifted[0] = rn({6 * width + 1}).narrow(0, 1, 6 * width).view({6, width});
-  check_run(shifted, "x misaligned");
+  shifted[0] = rn({rows * width + 1}).narrow(0, 1, rows * width).view({rows, width});
+  check_run(shifted, shape + "x misaligned");
   return program->chosen_launch_shapes();
 }
 
 }  // namespace
 
 TEST_CASE("every op a generated kernel computes matches ATen: float64, float32, bf16", "[numerics][inductor]") {
-  for (const int64_t width : {37, 40}) {
-    check_dtype(DType::f64, 1e-12, width);
-    check_dtype(DType::f32, 1e-5, width);
-    check_dtype(DType::bf16, 2e-2, width);
+  for (const int64_t rows : {6, 600}) {
+    for (const int64_t width : {37, 40}) {
+      check_dtype(DType::f64, 1e-12, width, nullptr, rows);
+      check_dtype(DType::f32, 1e-5, width, nullptr, rows);
+      check_dtype(DType::bf16, 2e-2, width, nullptr, rows);
+    }
   }
 }
 

@@ -7,7 +7,9 @@
 
 #include "support/ir_builders.h"
 #include "support/schedule_steps.h"
+#include "support/scoped_variable.h"
 #include "trainc/compile/codegen/cuda_kernels.h"
+#include "trainc/compile/optimizations.h"
 #include "trainc/compile/passes/fusion.h"
 #include "trainc/compile/runtime/cuda_modules.h"
 
@@ -59,26 +61,55 @@ TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that make
   REQUIRE(program.kernels.size() == 2);
   const codegen::RenderedKernel& kernel = program.kernels.front();
   CHECK(kernel.finish_outputs == sums);
-  CHECK(kernel.grid == 1024);  // one block a row: 1024 rows, the least a column sum joins, and the most blocks it runs
-  CHECK(kernel.block == 32);  // 8 groups of 8 columns, one a thread, in a whole warp
-  CHECK(kernel.workspace_floats == 2 * 1024 * 64);
+  // 8 groups of 8 columns, one a lane: a row a warp, eight rows a block (warp_rows), and a block's
+  // partial sums added over its warps in shared memory.
+  CHECK(kernel.block == 256);
+  CHECK(kernel.grid == 128);
+  CHECK(kernel.workspace_floats == 2 * 128 * 64);
   CHECK(kernel.finish_symbol == "trainc_kernel_bwd_0_finish");
   CHECK(kernel.finish_grid == 4);  // two sums of 64 columns, 32 a block
   // Both begin by waiting for the kernel before them, so runtime/cuda_modules may launch them early.
   CHECK(kernel_waits_for_previous(kernel.source, kernel.symbol));
   CHECK(kernel_waits_for_previous(kernel.source, kernel.finish_symbol));
-  CHECK_THAT(kernel.source, Contains("float* __restrict__ ws)") && Contains("k_store8(ws + ") &&
+  CHECK_THAT(kernel.source, Contains("float* __restrict__ ws)") && Contains("o = blockIdx.x * 8 + (threadIdx.x >> 5); o < 1024; o += gridDim.x * 8)") &&
+                                Contains("k_warp_reduce<true>(acc") && Contains("__shared__ float warp_sums[8][64];") &&
                                 Contains("__global__ void __launch_bounds__(1024) trainc_kernel_bwd_0_finish("));
+  CHECK_THAT(kernel.source, !Contains("k_block_reduce"));
   for (ValueId sum : sums) CHECK(std::find(kernel.arguments.begin(), kernel.arguments.end(), sum) == kernel.arguments.end());  // the finish writes them
   // A thread owns one group of the row: g and x are loaded once a row, before the row's sum and
   // the pass that stores dx and adds the column sums.
-  const auto count = [&](const std::string& text) {
+  const auto count = [&](const std::string& source, const std::string& text) {
     std::size_t n = 0;
-    for (std::size_t at = kernel.source.find(text); at != std::string::npos; at = kernel.source.find(text, at + 1)) ++n;
+    for (std::size_t at = source.find(text); at != std::string::npos; at = source.find(text, at + 1)) ++n;
     return n;
   };
-  CHECK(count("k_load8(p") == 2);
-  CHECK(kernel.source.find("k_load8(p") < kernel.source.find("k_block_reduce"));
+  CHECK(count(kernel.source, "k_load8(p") == 2);
+  CHECK(kernel.source.find("k_load8(p") < kernel.source.find("k_warp_reduce"));
+  // Under each launch shape max-autotune measures, the same blocks and partial sums: the shapes
+  // share the default's finish and workspace (a shape of 64 threads a row takes the eight rows of
+  // a block in turn).
+  const auto finish_header = [](const codegen::RenderedKernel& k) {  // "// the column sums: N blocks' partial sums added in order"
+    const std::size_t at = k.source.find("// the column sums:");
+    return k.source.substr(at, k.source.find('\n', at) - at);
+  };
+  for (const codegen::LaunchShape& shape : codegen::tuned_launch_shapes()) {
+    INFO(shape.name());
+    const codegen::RenderedKernel shaped = codegen::render_cuda_kernels(g, s, "bwd", shape).kernels.front();
+    CHECK(shaped.grid == kernel.grid);
+    CHECK(shaped.workspace_floats == kernel.workspace_floats);
+    CHECK(shaped.finish_grid == kernel.finish_grid);
+    CHECK(finish_header(shaped) == finish_header(kernel));
+  }
+  {
+    // Without warp_rows: a block a row, its partial sums stored by its one warp, two rows a block.
+    test::ScopedVariable off(kDisableOptimizationsVariable, "warp_rows");
+    const codegen::RenderedKernel one_warp = codegen::render_cuda_kernels(g, s, "bwd").kernels.front();
+    CHECK(one_warp.grid == 1024);  // 1024 rows, the least a column sum joins, and the most blocks it runs
+    CHECK(one_warp.block == 32);
+    CHECK(one_warp.workspace_floats == 2 * 1024 * 64);
+    CHECK_THAT(one_warp.source, Contains("k_store8(ws + ") && Contains("k_block_reduce<true>(acc") && !Contains("warp_sums"));
+    CHECK(count(one_warp.source, "k_load8(p") == 2);
+  }
   // The second layer's kernel launches the first one's code, its finish included.
   CHECK(program.kernels[1].symbol == "trainc_kernel_bwd_0");
   CHECK(program.kernels[1].finish_symbol == "trainc_kernel_bwd_0_finish");

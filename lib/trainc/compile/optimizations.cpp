@@ -32,6 +32,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::dependent_launch, "dependent_launch"},
       {Optimization::input_copies, "input_copies"},
       {Optimization::side_product_sms, "side_product_sms"},
+      {Optimization::warp_rows, "warp_rows"},
   };
   return names;
 }

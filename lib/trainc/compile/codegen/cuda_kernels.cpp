@@ -25,6 +25,12 @@ constexpr int64_t kMaxGrid = 65536;  // blocks; grid-stride loops cover the rest
 // 16 rows a block, 3 MB of partials per sum).
 constexpr int64_t kColumnSumBlocks = 1024;
 constexpr int kFinishBlock = 1024;  // 32 columns x 32 threads down the blocks' partial sums
+// Rows a warp covers alone (a row-sized block of 32 threads), this many of them or more, run a row
+// a warp, kWarpRowsPerBlock warps a block (warp_rows): the small GPT's 2,048 rows of 256 make 256
+// blocks instead of 2,048 one-warp blocks (1,024 with column sums, two rows each in turn), and a
+// kernel with column sums writes a block's partial sums once for its eight rows.
+constexpr int64_t kWarpRowsLeast = 256;
+constexpr int kWarpRowsPerBlock = 8;
 // A vectorized pointwise kernel's thread computes this many consecutive elements of a row, and
 // moves each contiguous bf16 or float32 operand 16 bytes at a time.
 constexpr int kVectorWidth = 8;
@@ -59,11 +65,24 @@ class CudaKernelRenderer : KernelLayout {
     // registers the last pass over the row adds into, once per column it owns, and owning one
     // keeps that pass as lean as a pointwise kernel's.
     const int64_t units = vectorized ? columns() / kVectorWidth : columns();
-    result.block = !sums.empty() ? column_sum_block(units)
-                   : by_rows     ? shape_.reduction_block(vectorized ? reduction_block(units, 2) : reduction_block(units, 4))
-                                 : shape_.pointwise_block;
+    const int row_sized = vectorized ? reduction_block(units, 2) : reduction_block(units, 4);
+    const int row_threads = !sums.empty() ? column_sum_block(units, shape_.reduction_scale_log2)
+                            : by_rows     ? shape_.reduction_block(row_sized)
+                                          : shape_.pointwise_block;
+    // Rows a warp covers at the default launch shape take kWarpRowsPerBlock rows a block under
+    // every shape, a row a warp where the shape keeps a warp a row: a kernel with column sums then
+    // makes as many blocks, and partial sums, under each shape max-autotune measures, which share
+    // the default's finish and workspace. (With column sums, a block's rows of partial sums are in
+    // shared memory: 32 KB at most.)
+    const int default_threads = !sums.empty() ? column_sum_block(units, 0) : row_sized;
+    const bool rows_together = by_rows && default_threads == 32 && rows() >= kWarpRowsLeast && (sums.empty() || columns() <= 1024) &&
+                               optimization_enabled(Optimization::warp_rows);
+    warp_rows_ = rows_together && row_threads == 32;
+    lane_ = warp_rows_ ? "lane" : "threadIdx.x";
+    result.block = warp_rows_ ? row_threads * kWarpRowsPerBlock : row_threads;
     const int64_t threads = by_rows ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
-    const int64_t work = by_rows ? rows() : (threads + shape_.pointwise_block - 1) / shape_.pointwise_block;
+    const int64_t work = by_rows ? (rows_together ? (rows() + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock : rows())
+                                 : (threads + shape_.pointwise_block - 1) / shape_.pointwise_block;
     result.grid = std::max<int64_t>(1, std::min(work, sums.empty() ? kMaxGrid : kColumnSumBlocks));
     std::string parameter_list = parameters("__restrict__");
     if (!sums.empty()) parameter_list += std::string(parameter_list.empty() ? "" : ", ") + "float* __restrict__ ws";
@@ -72,7 +91,7 @@ class CudaKernelRenderer : KernelLayout {
     out << "extern \"C\" __global__ void __launch_bounds__(" << result.block << ") " << result.symbol << "(" << parameter_list << ") {\n";
     out << "  TRAINC_WAIT_FOR_PREVIOUS_KERNEL();\n";
     if (by_rows) {
-      reduction_body(out, result.block, vectorized, result.grid);
+      reduction_body(out, row_threads, vectorized, result.grid);
     } else if (vectorized) {
       vectorized_pointwise_body(out);
     } else {
@@ -241,12 +260,12 @@ class CudaKernelRenderer : KernelLayout {
   }
 
   // Threads for a kernel with column sums over rows of `units`: whole warps, one unit each (at
-  // most 1024 threads), times max-autotune's scale.
-  int column_sum_block(int64_t units) const {
+  // most 1024 threads), times 2^scale_log2 (max-autotune's scale).
+  static int column_sum_block(int64_t units, int scale_log2) {
     const auto warps = [](int64_t threads) { return static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (threads + 31) / 32 * 32))); };
     int block = warps(units);
-    for (int s = 0; s < shape_.reduction_scale_log2; ++s) block = warps(2 * block);
-    for (int s = 0; s > shape_.reduction_scale_log2; --s) block = warps(block / 2);
+    for (int s = 0; s < scale_log2; ++s) block = warps(2 * block);
+    for (int s = 0; s > scale_log2; --s) block = warps(block / 2);
     return block;
   }
 
@@ -280,11 +299,13 @@ class CudaKernelRenderer : KernelLayout {
     out << "}\n";
   }
 
+  // `block`: the threads of a row (a warp's lanes under warp_rows_, whose block holds
+  // kWarpRowsPerBlock rows at a time; otherwise the block's).
   void reduction_body(std::ostream& out, int block, bool vectorized, int64_t grid) const {
-    const std::string t = index_type_;
+    const std::string t = index_type_, lane = lane_;
     int last_stage = 0;
     const std::map<ValueId, int> stage = stages(last_stage);
-    for (int s = 1; s <= last_stage; ++s) {
+    for (int s = 1; s <= last_stage && !warp_rows_; ++s) {
       for (ValueId r : reductions_in_stage(stage, s)) {
         out << "  __shared__ " << compute_type(graph_.type(r).dtype) << " shared" << r << "[33];\n";
       }
@@ -295,7 +316,14 @@ class CudaKernelRenderer : KernelLayout {
     const int64_t units = vectorized ? columns() / kVectorWidth : columns();
     const int64_t groups = (units + block - 1) / block;
     for (ValueId c : sums) out << "  float col" << c << "[" << groups << "]" << (vectorized ? "[" + std::to_string(kVectorWidth) + "]" : "") << " = {};\n";
-    out << "  for (" << t << " o = blockIdx.x; o < " << rows() << "; o += gridDim.x) {\n";
+    if (warp_rows_) {
+      // A row a warp: its reductions stay within the warp, so warps of a block never wait for each other.
+      out << "  const int lane = threadIdx.x & 31;\n";
+      out << "  for (" << t << " o = blockIdx.x * " << kWarpRowsPerBlock << " + (threadIdx.x >> 5); o < " << rows() << "; o += gridDim.x * "
+          << kWarpRowsPerBlock << ") {\n";
+    } else {
+      out << "  for (" << t << " o = blockIdx.x; o < " << rows() << "; o += gridDim.x) {\n";
+    }
     const std::string indent = "    ", inner = "      ";
     emit_row_offsets(out, indent, "o", t);
     emit_row_values(out, indent, stage, 0);
@@ -316,9 +344,9 @@ class CudaKernelRenderer : KernelLayout {
         }
       }
       const std::vector<int> loads = vector_loads(elements, reduced);
-      out << indent << "const " << t << " jv = threadIdx.x * " << kVectorWidth << ";\n";
+      out << indent << "const " << t << " jv = " << lane << " * " << kVectorWidth << ";\n";
       for (int a : loads) out << indent << "float r" << a << "[" << kVectorWidth << "];\n";
-      out << indent << "if (threadIdx.x < " << units << ") {\n";
+      out << indent << "if (" << lane << " < " << units << ") {\n";
       for (int a : loads) {
         out << inner << "k_load8(" << pointer(accesses_[static_cast<std::size_t>(a)].base) << " + o" << a << " + jv, r" << a << ");\n";
       }
@@ -330,11 +358,11 @@ class CudaKernelRenderer : KernelLayout {
     const auto open_columns = [&](const std::vector<ValueId>& members, const std::vector<ValueId>& reductions,
                                   const std::vector<ValueId>& stores) {
       if (!vectorized) {
-        out << indent << "for (" << t << " column = threadIdx.x; column < " << columns() << "; column += " << block << ") {\n";
+        out << indent << "for (" << t << " column = " << lane << "; column < " << columns() << "; column += " << block << ") {\n";
         emit_column_indices(out, inner, "column");
         return;
       }
-      out << indent << "for (" << t << " cv = threadIdx.x; cv < " << columns() / kVectorWidth << "; cv += " << block << ") {\n";
+      out << indent << "for (" << t << " cv = " << lane << "; cv < " << columns() / kVectorWidth << "; cv += " << block << ") {\n";
       out << inner << "const " << t << " jv = cv * " << kVectorWidth << ";\n";
       open_group(out, inner, members, reductions, stores, row_in_registers);
     };
@@ -355,8 +383,11 @@ class CudaKernelRenderer : KernelLayout {
       for (ValueId r : reductions) out << body << accumulate(r) << "\n";
       close_columns({});
       for (ValueId r : reductions) {
-        out << indent << "const " << compute_type(graph_.type(r).dtype) << " v" << r << " = k_block_reduce<"
-            << (graph_.node(r).op == Op::sum ? "true" : "false") << ">(acc" << r << ", " << identity(r) << ", shared" << r << ");\n";
+        const std::string sum = graph_.node(r).op == Op::sum ? "true" : "false";
+        out << indent << "const " << compute_type(graph_.type(r).dtype) << " v" << r << " = "
+            << (warp_rows_ ? "k_warp_reduce<" + sum + ">(acc" + std::to_string(r) + ")"
+                           : "k_block_reduce<" + sum + ">(acc" + std::to_string(r) + ", " + identity(r) + ", shared" + std::to_string(r) + ")")
+            << ";\n";
       }
       emit_row_values(out, indent, stage, s);
     }
@@ -376,7 +407,7 @@ class CudaKernelRenderer : KernelLayout {
       const std::string group = inner + "  ", element = vectorized ? group + "  " : group;
       out << indent << "#pragma unroll\n";
       out << indent << "for (int k = 0; k < " << groups << "; ++k) {\n";
-      out << inner << "const " << t << (vectorized ? " cv" : " column") << " = threadIdx.x + k * " << block << ";\n";
+      out << inner << "const " << t << (vectorized ? " cv" : " column") << " = " << lane << " + k * " << block << ";\n";
       out << inner << "if (" << (vectorized ? "cv" : "column") << " < " << units << ") {\n";
       if (vectorized) {
         out << group << "const " << t << " jv = cv * " << kVectorWidth << ";\n";
@@ -399,11 +430,15 @@ class CudaKernelRenderer : KernelLayout {
     }
     const std::vector<ValueId> row_stores = stores_of(KernelRole::row);
     if (!row_stores.empty()) {
-      out << indent << "if (threadIdx.x == 0) {\n";
+      out << indent << "if (" << lane << " == 0) {\n";
       for (ValueId m : row_stores) store(out, inner, m, false);
       out << indent << "}\n";
     }
     out << "  }\n";
+    if (warp_rows_ && !sums.empty()) {
+      block_partial_sums(out, sums, vectorized, grid);
+      return;
+    }
     // Each block's partial sums: row blockIdx.x of each column member's [grid, columns] partials.
     for (std::size_t i = 0; i < sums.size(); ++i) {
       const std::string row = "(INT64_C(" + std::to_string(static_cast<int64_t>(i) * grid) + ") + blockIdx.x) * " + std::to_string(columns());
@@ -420,8 +455,40 @@ class CudaKernelRenderer : KernelLayout {
     }
   }
 
+  // Under warp_rows_: each warp's column sums (lane + 32 k owns unit k of its registers) added over
+  // the block's warps, in order, through shared memory, into row blockIdx.x of each column
+  // member's [grid, columns] partials.
+  void block_partial_sums(std::ostream& out, const std::vector<ValueId>& sums, bool vectorized, int64_t grid) const {
+    const int64_t width = vectorized ? kVectorWidth : 1, units = columns() / width, groups = (units + 31) / 32;
+    out << "  __shared__ float warp_sums[" << kWarpRowsPerBlock << "][" << columns() << "];\n";
+    for (std::size_t i = 0; i < sums.size(); ++i) {
+      const std::string row = "(INT64_C(" + std::to_string(static_cast<int64_t>(i) * grid) + ") + blockIdx.x) * " + std::to_string(columns());
+      out << "  #pragma unroll\n";
+      out << "  for (int k = 0; k < " << groups << "; ++k) {\n";
+      out << "    const int unit = lane + k * 32;\n";
+      if (vectorized) {
+        out << "    if (unit < " << units << ") {\n";
+        out << "      #pragma unroll\n";
+        out << "      for (int u = 0; u < " << width << "; ++u) warp_sums[threadIdx.x >> 5][unit * " << width << " + u] = col" << sums[i] << "[k][u];\n";
+        out << "    }\n";
+      } else {
+        out << "    if (unit < " << units << ") warp_sums[threadIdx.x >> 5][unit] = col" << sums[i] << "[k];\n";
+      }
+      out << "  }\n";
+      out << "  __syncthreads();\n";
+      out << "  for (int j = threadIdx.x; j < " << columns() << "; j += blockDim.x) {\n";
+      out << "    float total = warp_sums[0][j];\n";
+      out << "    for (int w = 1; w < " << kWarpRowsPerBlock << "; ++w) total += warp_sums[w][j];\n";
+      out << "    ws[" << row << " + j] = total;\n";
+      out << "  }\n";
+      out << "  __syncthreads();  // warp_sums is free for the next member's\n";
+    }
+  }
+
   std::string symbol_;
   LaunchShape shape_;
+  bool warp_rows_ = false;             // a row a warp, kWarpRowsPerBlock rows a block
+  std::string lane_ = "threadIdx.x";  // a row's thread index in the kernel's source
   std::string index_type_ = "int64_t";
   std::set<ValueId> vector_stores_;  // stored kVectorWidth values at a time
 };
