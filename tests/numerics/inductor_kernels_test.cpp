@@ -53,7 +53,8 @@ struct OpGraph {
 };
 
 // `rows` rows of `width` columns: 37 keeps the CUDA kernels one element a thread, 40 moves 8 at a
-// time; from 256 rows on, a CUDA row kernel whose row a warp covers runs a row a warp (warp_rows).
+// time; from 1,024 rows on, a CUDA row kernel whose row a warp covers runs a row a warp (warp_rows):
+// 1,025 rows leave the last block's warps but one without a row.
 OpGraph every_kernel_op(DType dtype, int64_t width, int64_t rows = 6) {
   OpGraph g;
   Graph& graph = g.graph;
@@ -146,7 +147,7 @@ std::vector<int> check_dtype(DType dtype, double tolerance, int64_t width, std::
 }  // namespace
 
 TEST_CASE("every op a generated kernel computes matches ATen: float64, float32, bf16", "[numerics][inductor]") {
-  for (const int64_t rows : {6, 600}) {
+  for (const int64_t rows : {6, 1025}) {
     for (const int64_t width : {37, 40}) {
       check_dtype(DType::f64, 1e-12, width, nullptr, rows);
       check_dtype(DType::f32, 1e-5, width, nullptr, rows);
@@ -169,9 +170,11 @@ TEST_CASE("generated kernels match ATen under every launch shape max-autotune me
       return first_wins ? calls : 1.0 / calls;
     });
     std::vector<int> chosen;
-    for (const int64_t width : {37, 40, 1024}) {
+    // (Rows of 37 and 40 again over 1,025 rows: a row a warp at the default shape, a block a row
+    // under the widest.)
+    for (const auto& [width, rows] : {std::pair<int64_t, int64_t>{37, 6}, {40, 6}, {1024, 6}, {37, 1025}, {40, 1025}}) {
       for (const auto& [dtype, tolerance] : {std::pair{DType::f32, 1e-5}, std::pair{DType::bf16, 2e-2}}) {
-        const std::vector<int> shapes = check_dtype(dtype, tolerance, width, tuner);
+        const std::vector<int> shapes = check_dtype(dtype, tolerance, width, tuner, rows);
         chosen.insert(chosen.end(), shapes.begin(), shapes.end());
       }
     }
@@ -196,19 +199,20 @@ namespace {
 
 // Sums over leading dimensions of values a kernel computes (parameter gradients): on a GPU they
 // are the kernel's column members, whose blocks' partial sums a second kernel adds up; on the CPU
-// they stay ATen's. Enough rows that each block of the GPU kernel takes several.
+// they stay ATen's. Enough rows that each block of the GPU kernel takes several (a row a warp:
+// eight, and over 8,192 rows several a warp).
 struct ColumnSumGraph {
   Graph graph;
   std::vector<std::string> rows;
   int sums = 0;
 };
 
-ColumnSumGraph column_sums_graph(DType dtype, int64_t width) {
+ColumnSumGraph column_sums_graph(DType dtype, int64_t width, int64_t rows) {
   ColumnSumGraph g;
   Graph& graph = g.graph;
-  const ValueId x = graph.add_input("x", {dtype, {3000, width}});
-  const ValueId y = graph.add_input("y", {dtype, {3000, width}});
-  const ValueId z = graph.add_input("z", {dtype, {3, 1000, width}});
+  const ValueId x = graph.add_input("x", {dtype, {rows, width}});
+  const ValueId y = graph.add_input("y", {dtype, {rows, width}});
+  const ValueId z = graph.add_input("z", {dtype, {3, rows / 3, width}});
   const auto out = [&](const std::string& label, ValueId value) {
     graph.mark_output(value);
     g.rows.push_back(label);
@@ -236,8 +240,8 @@ ColumnSumGraph column_sums_graph(DType dtype, int64_t width) {
   return g;
 }
 
-void check_column_sums(DType dtype, int64_t width, double tolerance, std::shared_ptr<Autotuner> tuner = nullptr) {
-  const ColumnSumGraph g = column_sums_graph(dtype, width);
+void check_column_sums(DType dtype, int64_t width, double tolerance, std::shared_ptr<Autotuner> tuner = nullptr, int64_t rows = 3000) {
+  const ColumnSumGraph g = column_sums_graph(dtype, width, rows);
   verify(g.graph);
   InductorReport report;
   const auto program = build_fused_program(g.graph, test::test_compiler_settings(), report, test_device(), tuner);
@@ -245,10 +249,10 @@ void check_column_sums(DType dtype, int64_t width, double tolerance, std::shared
   CHECK(report.aten_calls == (test_device().is_cuda() ? 0 : g.sums));
   const auto options = torch::TensorOptions().dtype(to_scalar_type(dtype)).device(test_device());
   for (const std::string run : {"first run", "second run"}) {
-    const std::vector<at::Tensor> inputs = {torch::randn({3000, width}, options), torch::randn({3000, width}, options),
-                                            torch::randn({3, 1000, width}, options)};
-    check_against_aten(g.graph, g.rows, *program, inputs, std::string(dtype_name(dtype)) + ", rows of " + std::to_string(width) + ", " + run,
-                       tolerance);
+    const std::vector<at::Tensor> inputs = {torch::randn({rows, width}, options), torch::randn({rows, width}, options),
+                                            torch::randn({3, rows / 3, width}, options)};
+    check_against_aten(g.graph, g.rows, *program, inputs,
+                       std::string(dtype_name(dtype)) + ", " + std::to_string(rows) + " rows of " + std::to_string(width) + ", " + run, tolerance);
   }
 }
 
@@ -257,10 +261,15 @@ void check_column_sums(DType dtype, int64_t width, double tolerance, std::shared
 // Tolerances relative to the largest magnitude: float32 1e-5 (sums of 3000 in another order);
 // bf16 2e-2 as above (kernels keep float intermediates where ATen rounds each op to bf16).
 TEST_CASE("sums over leading dimensions inside generated kernels match ATen", "[numerics][inductor]") {
-  for (const int64_t width : {40, 37}) {
+  // 30 columns: a row a warp, a column a lane (not a multiple of 8: one element a thread), as 40
+  // takes a group of 8 a lane; 37 takes a two-warp block a row.
+  for (const int64_t width : {40, 37, 30}) {
     check_column_sums(DType::f32, width, 1e-5);
     check_column_sums(DType::bf16, width, 2e-2);
   }
+  // 9,000 rows: more than 1,024 blocks of eight, so each warp adds several rows into its sums.
+  check_column_sums(DType::f32, 40, 1e-5, nullptr, 9000);
+  check_column_sums(DType::bf16, 30, 2e-2, nullptr, 9000);
   // Under max-autotune's launch shapes (the narrowest, then the widest measured fastest): the
   // kernels' blocks change, their finishes and workspace do not.
   for (const bool first_wins : {true, false}) {

@@ -101,7 +101,7 @@ TEST_CASE("on a GPU a sum over the leading dimensions joins the kernel that make
     CHECK(finish_header(shaped) == finish_header(kernel));
   }
   {
-    // Without warp_rows: a block a row, its partial sums stored by its one warp, two rows a block.
+    // Without warp_rows: a one-warp block a row, which stores its partial sums itself.
     test::ScopedVariable off(kDisableOptimizationsVariable, "warp_rows");
     const codegen::RenderedKernel one_warp = codegen::render_cuda_kernels(g, s, "bwd").kernels.front();
     CHECK(one_warp.grid == 1024);  // 1024 rows, the least a column sum joins, and the most blocks it runs

@@ -438,6 +438,40 @@ extern "C" __global__ void __launch_bounds__(32) trainc_kernel_0(const float* __
   CHECK_THAT(exp_over(two_to_31 - stride), Contains("for (int64_t ev = "));
 }
 
+// A row a warp (warp_rows): rows a one-warp block covers, 1,024 of them or more, run eight a block;
+// each warp's reductions and its row's stores are its own, so nothing in the row loop names the
+// block's threads or waits for the block. Fewer rows, or a launch shape of wider rows, keep a
+// block a row.
+TEST_CASE("CUDA row kernels whose row a warp covers run eight rows a block and a row a warp", "[unit][fusion]") {
+  const auto softmax = [](int64_t rows) {
+    Graph g;
+    const ValueId x = g.add_input("x", f32({rows, 256}));
+    const ValueId max = g.add(Op::amax, {x}, ints({1}, true));
+    const ValueId e = g.add(Op::exp, {g.add(Op::sub, {x, max})});
+    g.mark_output(g.add(Op::div, {e, g.add(Op::sum, {e}, ints({1}, true))}));
+    g.mark_output(max);  // a value stored once a row
+    return g;
+  };
+  const Graph g = softmax(2048);
+  const codegen::RenderedKernel kernel = codegen::render_cuda_kernels(g, schedule_kernels(g)).kernels.at(0);
+  CHECK(kernel.block == 256);
+  CHECK(kernel.grid == 256);
+  const std::string header = "for (int o = blockIdx.x * 8 + (threadIdx.x >> 5); o < 2048; o += gridDim.x * 8) {";
+  REQUIRE_THAT(kernel.source, Contains(header));
+  const std::string loop = kernel.source.substr(kernel.source.find(header) + header.size());
+  CHECK_THAT(loop, Contains("k_warp_reduce<false>(acc") && Contains("k_warp_reduce<true>(acc") && Contains("if (lane == 0) {"));
+  CHECK_THAT(loop, !Contains("threadIdx") && !Contains("__syncthreads") && !Contains("__shared__"));
+  const Graph fewer = softmax(1023);
+  const codegen::RenderedKernel one_warp = codegen::render_cuda_kernels(fewer, schedule_kernels(fewer)).kernels.at(0);
+  CHECK(one_warp.block == 32);
+  CHECK(one_warp.grid == 1023);
+  CHECK_THAT(one_warp.source, Contains("k_block_reduce<true>(acc") && !Contains("k_warp_reduce"));
+  // The widest launch shape max-autotune measures: 64 threads a row, a block a row.
+  const codegen::RenderedKernel wide = codegen::render_cuda_kernels(g, schedule_kernels(g), "", codegen::tuned_launch_shapes().back()).kernels.at(0);
+  CHECK(wide.block == 64);
+  CHECK(wide.grid == 2048);
+}
+
 TEST_CASE("CUDA pointwise kernels over rows of a multiple of 8 move contiguous bf16 and float32 operands 16 bytes at a time",
           "[unit][fusion]") {
   // y = x * scale + bias over [64, 24], bf16: x and y walk their rows, bias is read at the same

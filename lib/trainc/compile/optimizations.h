@@ -84,8 +84,8 @@ enum class Optimization {
   side_product_sms,     // GPU, side_stream, matmul_to_float: the layers' weight-gradient GEMMs on the second stream aimed at
                         // half the SMs where the layers' products are too small to fill the GPU, as head_grad_sms aims the
                         // head's (runtime/side_product_sms)
-  warp_rows,            // inductor, GPU: a row kernel whose rows a warp covers runs a row a warp, eight warps a block,
-                        // where it ran a row a one-warp block (codegen/cuda_kernels)
+  warp_rows,            // inductor, GPU: a row kernel whose rows a warp covers, 1,024 rows or more, runs a row a warp,
+                        // eight warps a block, where it ran a row a one-warp block (codegen/cuda_kernels)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

@@ -28,8 +28,9 @@ constexpr int kFinishBlock = 1024;  // 32 columns x 32 threads down the blocks' 
 // Rows a warp covers alone (a row-sized block of 32 threads), this many of them or more, run a row
 // a warp, kWarpRowsPerBlock warps a block (warp_rows): the small GPT's 2,048 rows of 256 make 256
 // blocks instead of 2,048 one-warp blocks (1,024 with column sums, two rows each in turn), and a
-// kernel with column sums writes a block's partial sums once for its eight rows.
-constexpr int64_t kWarpRowsLeast = 256;
+// kernel with column sums writes a block's partial sums once for its eight rows. From 1,024 rows
+// the 128 blocks or more still spread over an H200's 132 SMs; fewer rows keep a block a row.
+constexpr int64_t kWarpRowsLeast = 1024;
 constexpr int kWarpRowsPerBlock = 8;
 // A vectorized pointwise kernel's thread computes this many consecutive elements of a row, and
 // moves each contiguous bf16 or float32 operand 16 bytes at a time.
@@ -69,19 +70,19 @@ class CudaKernelRenderer : KernelLayout {
     const int row_threads = !sums.empty() ? column_sum_block(units, shape_.reduction_scale_log2)
                             : by_rows     ? shape_.reduction_block(row_sized)
                                           : shape_.pointwise_block;
-    // Rows a warp covers at the default launch shape take kWarpRowsPerBlock rows a block under
-    // every shape, a row a warp where the shape keeps a warp a row: a kernel with column sums then
-    // makes as many blocks, and partial sums, under each shape max-autotune measures, which share
-    // the default's finish and workspace. (With column sums, a block's rows of partial sums are in
-    // shared memory: 32 KB at most.)
+    // Rows a warp covers at the default launch shape run a row a warp under each shape that keeps
+    // a warp a row. A kernel with column sums makes kWarpRowsPerBlock rows a block of partial sums
+    // under every shape, also one of 64 threads a row (which takes the block's rows in turn): the
+    // shapes max-autotune measures share the default's finish and workspace. (Its block's partial
+    // sums pass through shared memory: at most 8 warps x 256 columns, 8 KB.)
     const int default_threads = !sums.empty() ? column_sum_block(units, 0) : row_sized;
-    const bool rows_together = by_rows && default_threads == 32 && rows() >= kWarpRowsLeast && (sums.empty() || columns() <= 1024) &&
-                               optimization_enabled(Optimization::warp_rows);
+    const bool rows_together = by_rows && default_threads == 32 && rows() >= kWarpRowsLeast && optimization_enabled(Optimization::warp_rows);
     warp_rows_ = rows_together && row_threads == 32;
     lane_ = warp_rows_ ? "lane" : "threadIdx.x";
     result.block = warp_rows_ ? row_threads * kWarpRowsPerBlock : row_threads;
     const int64_t threads = by_rows ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
-    const int64_t work = by_rows ? (rows_together ? (rows() + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock : rows())
+    const bool eight_rows_a_block = warp_rows_ || (rows_together && !sums.empty());
+    const int64_t work = by_rows ? (eight_rows_a_block ? (rows() + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock : rows())
                                  : (threads + shape_.pointwise_block - 1) / shape_.pointwise_block;
     result.grid = std::max<int64_t>(1, std::min(work, sums.empty() ? kMaxGrid : kColumnSumBlocks));
     std::string parameter_list = parameters("__restrict__");
@@ -455,7 +456,7 @@ class CudaKernelRenderer : KernelLayout {
     }
   }
 
-  // Under warp_rows_: each warp's column sums (lane + 32 k owns unit k of its registers) added over
+  // Under warp_rows_: each warp's column sums (register k of lane l holds unit l + 32 k) added over
   // the block's warps, in order, through shared memory, into row blockIdx.x of each column
   // member's [grid, columns] partials.
   void block_partial_sums(std::ostream& out, const std::vector<ValueId>& sums, bool vectorized, int64_t grid) const {

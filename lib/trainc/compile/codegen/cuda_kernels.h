@@ -7,7 +7,7 @@
 //   - reductions: one block per row (grid-stride over rows); its threads stride over the row's
 //     columns, and each reduction ends in a warp-shuffle tree and one across the block's warps.
 //     The block is sized to the row: a quarter of its columns, rounded up to a power of two,
-//     between 32 and 1024 threads. Where that is one warp and there are 256 rows or more, a block
+//     between 32 and 1024 threads. Where that is one warp and there are 1,024 rows or more, a block
 //     of eight warps takes eight rows, one a warp, whose reductions stay within the warp
 //     (switch warp_rows);
 //   - vectorized: when a kernel's rows are a multiple of 8 long (pointwise: without per-row

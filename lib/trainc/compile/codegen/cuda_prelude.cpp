@@ -107,8 +107,8 @@ template <bool Sum, typename T> K_DEVICE T k_block_reduce(T v, T identity, T* sh
   __syncthreads();  // `shared` is free for the next reduction
   return result;
 }
-// A warp's sum or maximum, the value k_block_reduce gives a block of one warp (lane 0's, which a
-// maximum over NaNs could leave different from other lanes'), in every lane.
+// A warp's sum or maximum in every lane: lane 0's, the value k_block_reduce gives a block of one
+// warp.
 template <bool Sum, typename T> K_DEVICE T k_warp_reduce(T v) {
   return __shfl_sync(0xffffffffu, Sum ? k_warp_sum(v) : k_warp_max(v), 0);
 }

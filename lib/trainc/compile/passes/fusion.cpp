@@ -14,8 +14,9 @@ using ir::ValueId;
 // The widest row a column member sums: a row-sized block (at most 1024 threads of 8 columns) then
 // keeps two groups of 8 sums per thread, four under max-autotune's halved block.
 constexpr int64_t kMaxColumnSumColumns = 16384;
-// Fewer rows than this make a kernel with column sums run on fewer blocks than a GPU has room for
-// (a block takes rows; the kernel it joins would otherwise have run a block per row or finer).
+// Fewer rows than this make a kernel with column sums run on too few blocks to spread over a GPU
+// (a block takes rows, one or, a warp each, eight; the kernel it joins would otherwise have run a
+// block per row or finer).
 constexpr int64_t kMinColumnSumRows = 1024;
 // A reduction over every dimension runs as a single row, one block: it joins the kernel that makes
 // what it reduces only up to this many elements (a loss's mean over its 2,048 rows: the rows
