@@ -78,7 +78,6 @@ class CudaKernelRenderer : KernelLayout {
     const int default_threads = !sums.empty() ? column_sum_block(units, 0) : row_sized;
     const bool rows_together = by_rows && default_threads == 32 && rows() >= kWarpRowsLeast && optimization_enabled(Optimization::warp_rows);
     warp_rows_ = rows_together && row_threads == 32;
-    lane_ = warp_rows_ ? "lane" : "threadIdx.x";
     result.block = warp_rows_ ? row_threads * kWarpRowsPerBlock : row_threads;
     const int64_t threads = by_rows ? 0 : rows() * columns() / (vectorized ? kVectorWidth : 1);
     const bool eight_rows_a_block = warp_rows_ || (rows_together && !sums.empty());
@@ -303,7 +302,8 @@ class CudaKernelRenderer : KernelLayout {
   // `block`: the threads of a row (a warp's lanes under warp_rows_, whose block holds
   // kWarpRowsPerBlock rows at a time; otherwise the block's).
   void reduction_body(std::ostream& out, int block, bool vectorized, int64_t grid) const {
-    const std::string t = index_type_, lane = lane_;
+    // A row's thread index in the source: the warp's lane, or the block's thread.
+    const std::string t = index_type_, lane = warp_rows_ ? "lane" : "threadIdx.x";
     int last_stage = 0;
     const std::map<ValueId, int> stage = stages(last_stage);
     for (int s = 1; s <= last_stage && !warp_rows_; ++s) {
@@ -489,7 +489,6 @@ class CudaKernelRenderer : KernelLayout {
   std::string symbol_;
   LaunchShape shape_;
   bool warp_rows_ = false;             // a row a warp, kWarpRowsPerBlock rows a block
-  std::string lane_ = "threadIdx.x";  // a row's thread index in the kernel's source
   std::string index_type_ = "int64_t";
   std::set<ValueId> vector_stores_;  // stored kVectorWidth values at a time
 };
