@@ -137,15 +137,27 @@ extern "C" __global__ void __launch_bounds__(256) trainc_stack_column_sums_bf16(
   TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   split_sums<8>(Stack{parts, time, heads, dim, out, columns}, rows, columns, rows_per_split, tiles, partials);
 }
-// out[j] = the splits' sums of column j, added in split order.
+// out[j] = the splits' sums of column j. A block takes 32 columns: thread (tx, ty) adds splits
+// ty, ty + 8, ... of column tx in order, then the 8 rows of threads add up through shared memory,
+// in order. A thread a column adding every split in turn left a narrow matrix's finish to 3 or 4
+// blocks, each thread waiting on 64 loads one after another.
 extern "C" __global__ void __launch_bounds__(256) trainc_column_sums_finish(const float* __restrict__ partials, int splits, int columns,
     float* __restrict__ out) {
   TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= columns) return;
+  __shared__ float shared[8][33];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const int j = blockIdx.x * 32 + tx;
   float s = 0.0f;
-  for (int i = 0; i < splits; ++i) s += partials[static_cast<int64_t>(i) * columns + j];
-  out[j] = s;
+  if (j < columns) {
+    #pragma unroll 4
+    for (int i = ty; i < splits; i += 8) s += partials[static_cast<int64_t>(i) * columns + j];
+  }
+  shared[ty][tx] = s;
+  __syncthreads();
+  if (ty != 0 || j >= columns) return;
+  float total = 0.0f;
+  for (int y = 0; y < 8; ++y) total += shared[y][tx];
+  out[j] = total;
 }
 )";
 
@@ -197,7 +209,7 @@ void launch_split_sums(Kernel kernel, std::vector<void*> leading, Splits splits,
   kernels().launch(kernel, static_cast<int64_t>(splits.tiles) * splits.count, kBlock, leading.data());
   void* out_data = out.data_ptr();
   void* finish_parameters[] = {&partial_data, &splits.count, &splits.columns, &out_data};
-  kernels().launch(kFinish, (splits.columns + kBlock - 1) / kBlock, kBlock, finish_parameters);
+  kernels().launch(kFinish, (splits.columns + 31) / 32, kBlock, finish_parameters);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 // gradients of biases and of layer-norm parameters, a sum over every token of a [tokens, width]
 // matrix. Viewed as [rows, columns], each thread block takes a tile of columns (32 threads across,
 // each reading 16 bytes of consecutive columns at a time) and a split of the rows (8 threads down);
-// each split's sums go to a workspace, and a second kernel adds the splits in order. Splitting the
+// each split's sums go to a workspace, and a second kernel adds the splits in a fixed order. Splitting the
 // rows gives a GPU enough blocks for narrow matrices (GPT-2's 768 columns make 3 tiles) and keeps
 // the result the same from run to run, which atomics would not. The kernels are CUDA source
 // compiled once per process with NVRTC through the kernel cache (runtime/cuda_modules).
