@@ -413,8 +413,9 @@ TEST_CASE("gelu_grad_epilogue puts a GELU's backward into the GEMM before it", "
 // GELU's tanh derivative times a gradient written out by hand, with `cubic` as the approximation's
 // constant (0.044715), so that near misses can be built: the pass takes the expression for what it
 // computes, whatever the order of its operations, and leaves a product whose gradient or
-// expression something else reads, an expression that is not the derivative, and widths the
-// epilogue cannot take.
+// expression something else reads, an expression that is not the derivative, widths the
+// epilogue cannot take, and a layer smaller than the tiles asked for (the incoming gradient, [4,
+// 16] or [300, 16], makes 1 or 3 tiles of 128 x 128).
 TEST_CASE("gelu_grad_epilogue takes GELU's backward in any form and leaves near misses alone", "[unit][ir][aten][passes]") {
   struct Variant {
     const char* what;
@@ -422,17 +423,22 @@ TEST_CASE("gelu_grad_epilogue takes GELU's backward in any form and leaves near 
     int64_t width;
     bool output_gradient, output_root;
     bool rewritten;
+    int64_t rows = 4, min_layer_tiles = 0;
   };
   for (const Variant& v : {Variant{"written out by hand", 0.044715, 24, false, false, true},
                            Variant{"another constant", 0.04, 24, false, false, false},
                            Variant{"a width not a multiple of 8", 0.044715, 20, false, false, false},
                            Variant{"the gradient's cast also an output", 0.044715, 24, true, false, false},
-                           Variant{"the float32 derivative also an output", 0.044715, 24, false, true, false}}) {
+                           Variant{"the float32 derivative also an output", 0.044715, 24, false, true, false},
+                           Variant{"a layer of 1 tile where 2 are asked for", 0.044715, 24, false, false, false, 4, 2},
+                           Variant{"a layer of 1 tile where 1 is asked for", 0.044715, 24, false, false, true, 4, 1},
+                           Variant{"a layer of 3 tiles where 4 are asked for", 0.044715, 24, false, false, false, 300, 4},
+                           Variant{"a layer of 3 tiles where 3 are asked for", 0.044715, 24, false, false, true, 300, 3}}) {
     INFO(v.what);
     Graph g;
-    const ValueId a = g.add_input("a", {DType::bf16, {4, 16}});
+    const ValueId a = g.add_input("a", {DType::bf16, {v.rows, 16}});
     const ValueId w = g.add_input("w", {DType::bf16, {16, v.width}});
-    const ValueId y = g.add_input("y", {DType::bf16, {4, v.width}});
+    const ValueId y = g.add_input("y", {DType::bf16, {v.rows, v.width}});
     const auto constant = [&](double value) {
       Attributes scalar;
       scalar.scalar = value;
@@ -455,7 +461,7 @@ TEST_CASE("gelu_grad_epilogue takes GELU's backward in any form and leaves near 
     g.mark_output(cast(root, DType::bf16));
     if (v.output_gradient) g.mark_output(gradient);
     if (v.output_root) g.mark_output(root);
-    const Graph rewritten = gelu_grad_epilogue(g);
+    const Graph rewritten = gelu_grad_epilogue(g, v.min_layer_tiles);
     CHECK(op_counts(rewritten)[Op::matmul_gelu_grad] == (v.rewritten ? 1 : 0));
     if (!v.rewritten) {
       CHECK(to_text(rewritten) == to_text(g));
@@ -463,7 +469,8 @@ TEST_CASE("gelu_grad_epilogue takes GELU's backward in any form and leaves near 
     }
     CHECK(op_counts(rewritten)[Op::matmul] == 0);
     const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
-    const std::vector<at::Tensor> inputs = {torch::randn({4, 16}, bf16), torch::randn({16, v.width}, bf16), (torch::randn({4, v.width}) * 2).to(torch::kBFloat16)};
+    const std::vector<at::Tensor> inputs = {torch::randn({v.rows, 16}, bf16), torch::randn({16, v.width}, bf16),
+                                            (torch::randn({v.rows, v.width}) * 2).to(torch::kBFloat16)};
     CHECK(torch::allclose(execute_with_aten(rewritten, inputs)[0].to(torch::kDouble), execute_with_aten(g, inputs)[0].to(torch::kDouble), 2e-2, 2e-2));
   }
 }

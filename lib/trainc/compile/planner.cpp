@@ -9,6 +9,7 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compat/cublaslt_algorithms.h"
+#include "trainc/compat/device_properties.h"
 #include "trainc/compat/device_timing.h"
 #include "trainc/compat/library_variants.h"
 #include "trainc/compile/backends/inductor.h"
@@ -43,7 +44,9 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   // before it in the backward: cuBLASLt's, on a GPU.
   if (inputs.is_cuda() && !cublaslt_version().empty()) {
     if (optimization_enabled(Optimization::gelu_epilogue)) plan.joint.graph = ir::gelu_epilogue(plan.joint.graph);
-    if (optimization_enabled(Optimization::gelu_grad_epilogue)) plan.joint.graph = ir::gelu_grad_epilogue(plan.joint.graph);
+    if (optimization_enabled(Optimization::gelu_grad_epilogue)) {
+      plan.joint.graph = ir::gelu_grad_epilogue(plan.joint.graph, multiprocessor_count(inputs.device()));
+    }
   }
   plan.programs = partition(plan.joint);
   return plan;

@@ -1,0 +1,17 @@
+#include "trainc/compat/device_properties.h"
+
+#if TRAINC_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace trainc {
+
+int multiprocessor_count(c10::Device device) {
+#if TRAINC_WITH_CUDA
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index() < 0 ? 0 : device.index())->multiProcessorCount;
+#endif
+  (void)device;
+  return 0;
+}
+
+}  // namespace trainc
