@@ -414,8 +414,9 @@ TEST_CASE("gelu_grad_epilogue puts a GELU's backward into the GEMM before it", "
 // constant (0.044715), so that near misses can be built: the pass takes the expression for what it
 // computes, whatever the order of its operations, and leaves a product whose gradient or
 // expression something else reads, an expression that is not the derivative, widths the
-// epilogue cannot take, and a layer smaller than the tiles asked for (the incoming gradient, [4,
-// 16] or [300, 16], makes 1 or 3 tiles of 128 x 128).
+// epilogue cannot take, and a layer smaller than the tiles asked for: the product's first operand
+// a, viewed as [rows, width] ([4, 16], [300, 16], [300, 256] or [3, 100, 256]), makes 1, 3, 6 or 6
+// tiles of 128 x 128, where the product makes 1, 3, 3 and 3.
 TEST_CASE("gelu_grad_epilogue takes GELU's backward in any form and leaves near misses alone", "[unit][ir][aten][passes]") {
   struct Variant {
     const char* what;
@@ -424,6 +425,8 @@ TEST_CASE("gelu_grad_epilogue takes GELU's backward in any form and leaves near 
     bool output_gradient, output_root;
     bool rewritten;
     int64_t rows = 4, min_layer_tiles = 0;
+    int64_t inner = 16;   // a's width
+    int64_t batches = 1;  // a as [batches, rows / batches, inner]
   };
   for (const Variant& v : {Variant{"written out by hand", 0.044715, 24, false, false, true},
                            Variant{"another constant", 0.04, 24, false, false, false},
@@ -433,12 +436,19 @@ TEST_CASE("gelu_grad_epilogue takes GELU's backward in any form and leaves near 
                            Variant{"a layer of 1 tile where 2 are asked for", 0.044715, 24, false, false, false, 4, 2},
                            Variant{"a layer of 1 tile where 1 is asked for", 0.044715, 24, false, false, true, 4, 1},
                            Variant{"a layer of 3 tiles where 4 are asked for", 0.044715, 24, false, false, false, 300, 4},
-                           Variant{"a layer of 3 tiles where 3 are asked for", 0.044715, 24, false, false, true, 300, 3}}) {
+                           Variant{"a layer of 3 tiles where 3 are asked for", 0.044715, 24, false, false, true, 300, 3},
+                           Variant{"a layer of 6 tiles where 7 are asked for", 0.044715, 24, false, false, false, 300, 7, 256},
+                           Variant{"a layer of 6 tiles where 6 are asked for", 0.044715, 24, false, false, true, 300, 6, 256},
+                           Variant{"a layer of 6 tiles in three batches where 7 are asked for", 0.044715, 24, false, false, false, 300, 7, 256, 3},
+                           Variant{"a layer of 6 tiles in three batches where 6 are asked for", 0.044715, 24, false, false, true, 300, 6, 256, 3}}) {
     INFO(v.what);
     Graph g;
-    const ValueId a = g.add_input("a", {DType::bf16, {v.rows, 16}});
-    const ValueId w = g.add_input("w", {DType::bf16, {16, v.width}});
-    const ValueId y = g.add_input("y", {DType::bf16, {v.rows, v.width}});
+    const auto rows_by = [&](int64_t columns) {
+      return v.batches == 1 ? std::vector<int64_t>{v.rows, columns} : std::vector<int64_t>{v.batches, v.rows / v.batches, columns};
+    };
+    const ValueId a = g.add_input("a", {DType::bf16, rows_by(v.inner)});
+    const ValueId w = g.add_input("w", {DType::bf16, {v.inner, v.width}});
+    const ValueId y = g.add_input("y", {DType::bf16, rows_by(v.width)});
     const auto constant = [&](double value) {
       Attributes scalar;
       scalar.scalar = value;
@@ -469,8 +479,8 @@ TEST_CASE("gelu_grad_epilogue takes GELU's backward in any form and leaves near 
     }
     CHECK(op_counts(rewritten)[Op::matmul] == 0);
     const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16);
-    const std::vector<at::Tensor> inputs = {torch::randn({v.rows, 16}, bf16), torch::randn({16, v.width}, bf16),
-                                            (torch::randn({v.rows, v.width}) * 2).to(torch::kBFloat16)};
+    const std::vector<at::Tensor> inputs = {torch::randn(rows_by(v.inner), bf16), torch::randn({v.inner, v.width}, bf16) / std::sqrt(v.inner / 16.0),
+                                            (torch::randn(rows_by(v.width)) * 2).to(torch::kBFloat16)};
     CHECK(torch::allclose(execute_with_aten(rewritten, inputs)[0].to(torch::kDouble), execute_with_aten(g, inputs)[0].to(torch::kDouble), 2e-2, 2e-2));
   }
 }

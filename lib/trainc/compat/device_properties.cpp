@@ -8,7 +8,7 @@ namespace trainc {
 
 int multiprocessor_count(c10::Device device) {
 #if TRAINC_WITH_CUDA
-  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index() < 0 ? 0 : device.index())->multiProcessorCount;
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.has_index() ? device.index() : at::cuda::current_device())->multiProcessorCount;
 #endif
   (void)device;
   return 0;

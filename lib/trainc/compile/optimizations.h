@@ -54,7 +54,7 @@ enum class Optimization {
   gelu_epilogue,        // planner, GPU: a linear layer's tanh GELU applied by its GEMM's epilogue, which keeps the
                         // product for the backward (passes/gelu_epilogue)
   gelu_grad_epilogue,   // planner, GPU: that GELU's backward applied by the epilogue of the GEMM that makes the GELU's
-                        // incoming gradient (passes/gelu_grad_epilogue)
+                        // incoming gradient, where the layers are not small (passes/gelu_grad_epilogue)
   grad_norm_kernel,     // GPU: gradient clipping's global norm and coefficient by trainc's kernels, ceil(n / 128) + 1
                         // launches, instead of ATen's ten (train/grad_norm_kernel)
   graph_memsets,        // GPU: a captured step's small memset nodes (cuBLASLt's, cuDNN's) made kernel nodes, after

@@ -45,7 +45,9 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   if (inputs.is_cuda() && !cublaslt_version().empty()) {
     if (optimization_enabled(Optimization::gelu_epilogue)) plan.joint.graph = ir::gelu_epilogue(plan.joint.graph);
     if (optimization_enabled(Optimization::gelu_grad_epilogue)) {
-      plan.joint.graph = ir::gelu_grad_epilogue(plan.joint.graph, multiprocessor_count(inputs.device()));
+      // Small layers as runtime/side_product_sms counts them: fewer tiles than twice half the SMs.
+      const int half = multiprocessor_count(inputs.device()) / 2;
+      plan.joint.graph = ir::gelu_grad_epilogue(plan.joint.graph, 2 * static_cast<int64_t>(half));
     }
   }
   plan.programs = partition(plan.joint);

@@ -15,9 +15,10 @@
 // the product first: dy can differ from eager's by one bf16 rounding. The planner runs the pass for
 // steps on a GPU where cuBLASLt is loaded (switch gelu_grad_epilogue), for widths that are
 // multiples of 8 (the epilogue's 16-byte rows).
-// `min_layer_tiles` > 0: a product whose layer is small, its incoming gradient a [rows, width]
-// matrix of fewer 128 x 128 tiles than that (the planner passes the GPU's SM count, the rule of
-// runtime/side_product_sms), is left alone. There cuBLASLt ran DGELU with an sm_80 kernel slower
+// `min_layer_tiles` > 0: a product whose layer is small is left alone: its first operand a (the
+// gradient coming into the MLP's second linear layer), viewed as [rows, width] with rows its
+// leading dimensions, makes fewer 128 x 128 tiles than that (the planner passes the GPU's SM
+// count rounded down to even, the rule of runtime/side_product_sms). There cuBLASLt ran DGELU with an sm_80 kernel slower
 // than the plain product, and the generated kernel that applies the derivative instead also sums
 // the bias gradient as it reads dy, where after the epilogue that sum is two launches on the
 // backward's second stream (docs/compile.md).
