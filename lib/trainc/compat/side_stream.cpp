@@ -7,6 +7,7 @@
 #include "trainc/compat/cublaslt_algorithms.h"
 #include "trainc/compat/cuda_graph.h"
 #include "trainc/compat/dedicated_stream.h"
+#include "trainc/compat/device_properties.h"
 
 #if TRAINC_WITH_CUDA
 #include <ATen/ATen.h>
@@ -72,7 +73,7 @@ void SideStream::run(const std::function<void()>& work) {
     int before = side_sm_target;
     explicit Target(int sms) { side_sm_target = sms; }
     ~Target() { side_sm_target = before; }
-  } target(std::max(1, at::cuda::getDeviceProperties(impl_->index)->multiProcessorCount / 2));
+  } target(std::max(1, multiprocessor_count(c10::Device(c10::DeviceType::CUDA, impl_->index)) / 2));
   work();
 }
 

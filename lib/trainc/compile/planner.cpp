@@ -19,6 +19,7 @@
 #include "trainc/compile/passes/gelu_epilogue.h"
 #include "trainc/compile/passes/gelu_grad_epilogue.h"
 #include "trainc/compile/runtime/guards.h"
+#include "trainc/compile/runtime/side_product_sms.h"
 #include "trainc/models/model.h"
 
 namespace trainc {
@@ -45,9 +46,9 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   if (inputs.is_cuda() && !cublaslt_version().empty()) {
     if (optimization_enabled(Optimization::gelu_epilogue)) plan.joint.graph = ir::gelu_epilogue(plan.joint.graph);
     if (optimization_enabled(Optimization::gelu_grad_epilogue)) {
-      // Small layers as runtime/side_product_sms counts them: fewer tiles than twice half the SMs.
       const int half = multiprocessor_count(inputs.device()) / 2;
-      plan.joint.graph = ir::gelu_grad_epilogue(plan.joint.graph, 2 * static_cast<int64_t>(half));
+      const auto small_layer = [half](int64_t rows, int64_t width) { return small_layers_sm_target(half, rows, width) > 0; };
+      plan.joint.graph = ir::gelu_grad_epilogue(plan.joint.graph, small_layer);
     }
   }
   plan.programs = partition(plan.joint);

@@ -112,14 +112,14 @@ struct Match {
   ValueId product = -1, preactivation = -1;
 };
 
-// The 128 x 128 tiles of a [rows, width] matrix of `type`'s elements, rows its leading dimensions.
-int64_t tiles_of(const TensorType& type) {
-  const int64_t width = type.shape.back(), rows = type.numel() / std::max<int64_t>(width, 1);
-  return (rows + 127) / 128 * ((width + 127) / 128);
+// Whether `small_layer` calls `type`'s elements, viewed as [rows, width], a small layer.
+bool is_small(const SmallLayer& small_layer, const TensorType& type) {
+  const int64_t width = type.shape.back();
+  return small_layer && small_layer(type.numel() / std::max<int64_t>(width, 1), width);
 }
 
 std::optional<Match> match_at(const Graph& g, ValueId dy, const std::vector<int>& uses, const std::vector<std::vector<ValueId>>& readers,
-                              int64_t min_layer_tiles) {
+                              const SmallLayer& small_layer) {
   const Node& narrow = g.node(dy);
   if (narrow.op != Op::cast || !is_half_precision(narrow.type.dtype) || narrow.type.rank() < 2) return std::nullopt;
   const std::vector<int64_t>& shape = narrow.type.shape;
@@ -152,7 +152,7 @@ std::optional<Match> match_at(const Graph& g, ValueId dy, const std::vector<int>
     if (g.type(match.preactivation).dtype != narrow.type.dtype) return std::nullopt;
     const TensorType& weight = g.type(product.inputs[1]);
     if (weight.rank() != 2 || weight.shape[0] % 8 != 0 || weight.shape[1] % 8 != 0) return std::nullopt;  // 16-byte rows
-    if (tiles_of(g.type(product.inputs[0])) < min_layer_tiles) return std::nullopt;
+    if (is_small(small_layer, g.type(product.inputs[0]))) return std::nullopt;
     return match;
   }
   return std::nullopt;
@@ -160,7 +160,7 @@ std::optional<Match> match_at(const Graph& g, ValueId dy, const std::vector<int>
 
 }  // namespace
 
-Graph gelu_grad_epilogue(const Graph& graph, int64_t min_layer_tiles) {
+Graph gelu_grad_epilogue(const Graph& graph, const SmallLayer& small_layer) {
   const std::vector<int> uses = use_counts(graph);
   std::vector<std::vector<ValueId>> readers(static_cast<std::size_t>(graph.size()));
   for (ValueId id = 0; id < graph.size(); ++id) {
@@ -168,7 +168,7 @@ Graph gelu_grad_epilogue(const Graph& graph, int64_t min_layer_tiles) {
   }
   std::map<ValueId, Match> matches;  // by dy
   for (ValueId id = 0; id < graph.size(); ++id) {
-    if (const std::optional<Match> match = match_at(graph, id, uses, readers, min_layer_tiles)) matches.emplace(id, *match);
+    if (const std::optional<Match> match = match_at(graph, id, uses, readers, small_layer)) matches.emplace(id, *match);
   }
   if (matches.empty()) return graph;
   return rewrite_nodes(graph, [&](ValueId id, Graph& result, const std::vector<ValueId>& new_id) -> ValueId {

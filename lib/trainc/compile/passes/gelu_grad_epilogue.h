@@ -15,21 +15,23 @@
 // the product first: dy can differ from eager's by one bf16 rounding. The planner runs the pass for
 // steps on a GPU where cuBLASLt is loaded (switch gelu_grad_epilogue), for widths that are
 // multiples of 8 (the epilogue's 16-byte rows).
-// `min_layer_tiles` > 0: a product whose layer is small is left alone: its first operand a (the
-// gradient coming into the MLP's second linear layer), viewed as [rows, width] with rows its
-// leading dimensions, makes fewer 128 x 128 tiles than that (the planner passes the GPU's SM
-// count rounded down to even, the rule of runtime/side_product_sms). There cuBLASLt ran DGELU with an sm_80 kernel slower
-// than the plain product, and the generated kernel that applies the derivative instead also sums
-// the bias gradient as it reads dy, where after the epilogue that sum is two launches on the
-// backward's second stream (docs/compile.md).
+// `small_layer`, where given: a product whose layer it calls small is left alone, asked of the
+// product's first operand a (the gradient coming into the MLP's second linear layer) viewed as
+// [rows, width], rows its leading dimensions (the planner asks runtime/side_product_sms' rule).
+// There cuBLASLt ran DGELU with an sm_80 kernel slower than the plain product, and the generated
+// kernel that applies the derivative instead also sums the bias gradient as it reads dy, where
+// after the epilogue that sum is two launches on the backward's second stream (docs/compile.md).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "trainc/compile/ir/graph.h"
 
 namespace trainc::ir {
 
-Graph gelu_grad_epilogue(const Graph& graph, int64_t min_layer_tiles = 0);
+using SmallLayer = std::function<bool(int64_t rows, int64_t width)>;
+
+Graph gelu_grad_epilogue(const Graph& graph, const SmallLayer& small_layer = {});
 
 }  // namespace trainc::ir
