@@ -40,7 +40,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)' >> "$OUT/gpu.txt" 2>&1
 # The host's processor: the PyTorch loop of the small case is host-bound, so its step (and the
 # ratio to it) depends on the machine a call lands on as much as on the GPU.
-{ lscpu 2>/dev/null | grep -E "^(Model name|CPU\(s\)|CPU max MHz):" | tr -s " " | paste -sd ";" -; } >> "$OUT/gpu.txt"
+command -v lscpu > /dev/null &&
+  LC_ALL=C lscpu | grep -E "^(Model name|CPU\(s\)|CPU max MHz):" | tr -s " " | paste -sd ";" - >> "$OUT/gpu.txt"
 
 step() { echo "== $1 ($(date +%T))"; }
 # nccl.h of the NCCL the wheel's LibTorch uses, for data-parallel training over NCCL.

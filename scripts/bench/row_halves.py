@@ -16,7 +16,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-layers, width, heads, sequences, tokens = (int(a) for a in sys.argv[1:6]) if len(sys.argv) > 5 else (4, 256, 4, 8, 256)
+if len(sys.argv) not in (1, 6):
+    sys.exit("usage: python3 row_halves.py [layers width heads sequences tokens]")
+layers, width, heads, sequences, tokens = (int(a) for a in sys.argv[1:6]) if len(sys.argv) == 6 else (4, 256, 4, 8, 256)
 bf16 = dict(device="cuda", dtype=torch.bfloat16)
 torch.manual_seed(0)
 
