@@ -9,6 +9,9 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+#include <vector>
+
 #include "trainc/compat/cuda_graph.h"
 #include "trainc/compile/runtime/graph_memsets.h"
 
@@ -43,4 +46,50 @@ TEST_CASE("a captured graph's small memsets become kernels writing the same byte
   CHECK(torch::equal(grid, expected_grid));
   CHECK(large.eq(3).all().item<bool>());
   CHECK(total.item<int64_t>() == 999 * 7 + 1 + 5 * 33 * 9 + 5 * 31);
+}
+
+// After a kernel, a memset's kernel is launched as that kernel's programmatic dependent on a GPU
+// from Hopper on (its edge from the kernel is programmatic) and still writes after it: the kernel
+// before adds one to every byte of a megabyte, many blocks' work, then the memset sets all but the
+// last byte. A fill that wrote before the add had finished would leave bytes of 8.
+TEST_CASE("a memset's kernel after a kernel waits for it as its programmatic dependent", "[cuda]") {
+  const auto bytes = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kUInt8);
+  const int64_t size = trainc::kLargestMemsetAsKernel;
+  at::Tensor buffer = torch::zeros({size}, bytes);
+  trainc::CudaGraph graph(torch::kCUDA);
+  int replaced = -1, programmatic = 0;
+  graph.capture(
+      [&] {
+        buffer.add_(1);
+        const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+        REQUIRE(cudaMemsetAsync(buffer.data_ptr(), 7, static_cast<size_t>(size - 1), stream) == cudaSuccess);
+      },
+      [&](void* captured) {
+        replaced = trainc::memset_nodes_to_kernels(captured);
+        const auto raw = static_cast<cudaGraph_t>(captured);
+        std::size_t count = 0;
+#if CUDART_VERSION >= 13000  // the edges' data: CUDA 12.3's _v2 call, CUDA 13's plain one
+        REQUIRE(cudaGraphGetEdges(raw, nullptr, nullptr, nullptr, &count) == cudaSuccess);
+        std::vector<cudaGraphNode_t> from(count), to(count);
+        std::vector<cudaGraphEdgeData> data(count);
+        REQUIRE(cudaGraphGetEdges(raw, from.data(), to.data(), data.data(), &count) == cudaSuccess);
+#else
+        REQUIRE(cudaGraphGetEdges_v2(raw, nullptr, nullptr, nullptr, &count) == cudaSuccess);
+        std::vector<cudaGraphNode_t> from(count), to(count);
+        std::vector<cudaGraphEdgeData> data(count);
+        REQUIRE(cudaGraphGetEdges_v2(raw, from.data(), to.data(), data.data(), &count) == cudaSuccess);
+#endif
+        for (const cudaGraphEdgeData& edge : data) programmatic += edge.type == cudaGraphDependencyTypeProgrammatic ? 1 : 0;
+      });
+  CHECK(replaced == 1);
+  const bool hopper = trainc::cuda_compute_capability(c10::Device(torch::kCUDA, 0)).value_or(0) >= 9;
+  CHECK(programmatic == (hopper ? 1 : 0));
+  at::Tensor expected = torch::full({size}, 7, bytes);
+  expected.narrow(0, size - 1, 1).fill_(4);
+  for (int replay = 0; replay < 5; ++replay) {
+    buffer.fill_(3);
+    graph.replay();
+    torch::cuda::synchronize();
+    CHECK(torch::equal(buffer, expected));
+  }
 }

@@ -79,10 +79,19 @@ bool on_current_device(CUdeviceptr address) {
   return cudaGetDevice(&current) == cudaSuccess && ordinal == current;
 }
 
+bool is_kernel(CUgraphNode node) {
+  CUgraphNodeType type{};
+  check(cuGraphNodeGetType(node, &type), "cuGraphNodeGetType");
+  return type == CU_GRAPH_NODE_TYPE_KERNEL;
+}
+
 // The kernel node that writes what `memset` writes, given the memset's neighbours; the memset is
-// left in place. On an error, nothing of it is left in the graph.
+// left in place. With `dependent`, its edges from kernels are programmatic, as a capture records a
+// dependent launch: the GPU launches the fill while the kernel before it finishes, and the fill
+// waits for that kernel before it writes (its first statement). On an error, nothing of it is left
+// in the graph.
 CUgraphNode add_fill_node(CUgraph graph, const CUDA_MEMSET_NODE_PARAMS& memset, const std::vector<CUgraphNode>& before,
-                          const std::vector<CUgraphNode>& after, CUfunction fill) {
+                          const std::vector<CUgraphNode>& after, CUfunction fill, bool dependent) {
   void* dst = reinterpret_cast<void*>(memset.dst);
   unsigned long long pitch = memset.pitch, width = memset.width, height = memset.height;
   unsigned int value = memset.value, element_size = memset.elementSize;
@@ -94,15 +103,22 @@ CUgraphNode add_fill_node(CUgraph graph, const CUDA_MEMSET_NODE_PARAMS& memset, 
   launch.blockDimX = kBlock;
   launch.blockDimY = launch.blockDimZ = 1;
   launch.kernelParams = parameters;  // copied into the node
+  std::vector<CUgraphNode> plain, kernels;
+  for (CUgraphNode node : before) (dependent && is_kernel(node) ? kernels : plain).push_back(node);
   CUgraphNode kernel = nullptr;
-  check(cuGraphAddKernelNode(&kernel, graph, before.data(), before.size(), &launch), "cuGraphAddKernelNode");
-  for (CUgraphNode next : after) {
-    const CUresult added = cuGraphAddDependencies(graph, &kernel, &next, nullptr, 1);
+  check(cuGraphAddKernelNode(&kernel, graph, plain.data(), plain.size(), &launch), "cuGraphAddKernelNode");
+  CUgraphEdgeData programmatic{};
+  programmatic.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+  programmatic.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  const auto add_edge = [&](CUgraphNode from, CUgraphNode to, const CUgraphEdgeData* data) {
+    const CUresult added = cuGraphAddDependencies(graph, &from, &to, data, 1);
     if (added != CUDA_SUCCESS) {
       cuGraphDestroyNode(kernel);  // and the edges added so far
       check(added, "cuGraphAddDependencies");
     }
-  }
+  };
+  for (CUgraphNode previous : kernels) add_edge(previous, kernel, &programmatic);
+  for (CUgraphNode next : after) add_edge(kernel, next, nullptr);
   return kernel;
 }
 
@@ -112,6 +128,7 @@ int memset_nodes_to_kernels(void* graph_handle) {
   const auto graph = static_cast<CUgraph>(graph_handle);
   // Compiled before anything changes, so a compile error leaves the graph as it was captured.
   const auto fill = static_cast<CUfunction>(kernels().function(0));
+  const bool dependent = kernels().dependent_launch(0);
   size_t count = 0;
   check(cuGraphGetNodes(graph, nullptr, &count), "cuGraphGetNodes");
   std::vector<CUgraphNode> nodes(count);
@@ -130,7 +147,7 @@ int memset_nodes_to_kernels(void* graph_handle) {
     if (!plain_edges(node, true, before) || !plain_edges(node, false, after)) continue;
     // Each node is replaced whole or not at all: the fill node and its edges first, then the memset
     // goes (with its edges), so the graph is correct between any two steps.
-    add_fill_node(graph, memset, before, after, fill);
+    add_fill_node(graph, memset, before, after, fill, dependent);
     check(cuGraphDestroyNode(node), "cuGraphDestroyNode");
     ++replaced;
   }

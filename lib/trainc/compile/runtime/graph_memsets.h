@@ -6,8 +6,11 @@
 // kernel after each such node starts 3.5-6 us after it ends, where a kernel after a kernel starts
 // within 0.5 us: GPT-2's step had 123 of them, about 0.25 ms idle, the small GPT's 10, about 0.04 ms
 // of a 1.27 ms step (docs/benchmarks.md). The fill kernel is CUDA source compiled once per process
-// with NVRTC (runtime/cuda_modules). A memset whose edges carry anything but a full dependency
-// (programmatic ports), or larger than kLargestMemsetAsKernel, stays as it is.
+// with NVRTC (runtime/cuda_modules). Where the fill kernel is launched as a programmatic dependent
+// (switch dependent_launch, from Hopper on), its edges from kernels are made programmatic too, as a
+// capture records such a launch: it waits for the kernel before it on the GPU before it writes. A
+// memset whose edges carry anything but a full dependency (programmatic ports), or larger than
+// kLargestMemsetAsKernel, stays as it is.
 #pragma once
 
 #include <cstdint>

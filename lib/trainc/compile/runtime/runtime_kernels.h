@@ -36,6 +36,8 @@ class RuntimeKernels {
 
   // Kernel `index` as a CUfunction, built on first use.
   void* function(std::size_t index) { return module().function(index); }
+  // Whether kernel `index` is launched as a programmatic dependent (runtime/cuda_modules).
+  bool dependent_launch(std::size_t index) { return module().dependent_launch(index); }
 
  private:
   const CudaModule& module() {
