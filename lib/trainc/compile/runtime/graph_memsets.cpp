@@ -87,39 +87,40 @@ bool is_kernel(CUgraphNode node) {
 
 // The kernel node that writes what `memset` writes, given the memset's neighbours; the memset is
 // left in place. With `dependent`, its edges from kernels are programmatic, as a capture records a
-// dependent launch: the GPU launches the fill while the kernel before it finishes, and the fill
-// waits for that kernel before it writes (its first statement). On an error, nothing of it is left
-// in the graph.
+// dependent launch: the GPU may launch the fill while the kernel before it finishes, and the fill
+// waits for every kernel before it (its first statement) before it writes. The node is made with
+// all its incoming edges at once; if its outgoing edges cannot be added, it is removed again, so
+// nothing of it is left in the graph (were the removal to fail too, the error says so).
 CUgraphNode add_fill_node(CUgraph graph, const CUDA_MEMSET_NODE_PARAMS& memset, const std::vector<CUgraphNode>& before,
                           const std::vector<CUgraphNode>& after, CUfunction fill, bool dependent) {
   void* dst = reinterpret_cast<void*>(memset.dst);
   unsigned long long pitch = memset.pitch, width = memset.width, height = memset.height;
   unsigned int value = memset.value, element_size = memset.elementSize;
   void* parameters[] = {&dst, &pitch, &value, &element_size, &width, &height};
-  CUDA_KERNEL_NODE_PARAMS launch{};
-  launch.func = fill;
-  launch.gridDimX = static_cast<unsigned>(std::min<unsigned long long>(kMaxBlocks, (width * height + kBlock - 1) / kBlock));
-  launch.gridDimY = launch.gridDimZ = 1;
-  launch.blockDimX = kBlock;
-  launch.blockDimY = launch.blockDimZ = 1;
-  launch.kernelParams = parameters;  // copied into the node
-  std::vector<CUgraphNode> plain, kernels;
-  for (CUgraphNode node : before) (dependent && is_kernel(node) ? kernels : plain).push_back(node);
-  CUgraphNode kernel = nullptr;
-  check(cuGraphAddKernelNode(&kernel, graph, plain.data(), plain.size(), &launch), "cuGraphAddKernelNode");
-  CUgraphEdgeData programmatic{};
-  programmatic.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
-  programmatic.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
-  const auto add_edge = [&](CUgraphNode from, CUgraphNode to, const CUgraphEdgeData* data) {
-    const CUresult added = cuGraphAddDependencies(graph, &from, &to, data, 1);
-    if (added != CUDA_SUCCESS) {
-      cuGraphDestroyNode(kernel);  // and the edges added so far
-      check(added, "cuGraphAddDependencies");
-    }
-  };
-  for (CUgraphNode previous : kernels) add_edge(previous, kernel, &programmatic);
-  for (CUgraphNode next : after) add_edge(kernel, next, nullptr);
-  return kernel;
+  CUgraphNodeParams node{};
+  node.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  node.kernel.func = fill;
+  node.kernel.gridDimX = static_cast<unsigned>(std::min<unsigned long long>(kMaxBlocks, (width * height + kBlock - 1) / kBlock));
+  node.kernel.gridDimY = node.kernel.gridDimZ = 1;
+  node.kernel.blockDimX = kBlock;
+  node.kernel.blockDimY = node.kernel.blockDimZ = 1;
+  node.kernel.kernelParams = parameters;  // copied into the node
+  std::vector<CUgraphEdgeData> incoming(before.size());  // zeroed: full dependencies
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    if (!dependent || !is_kernel(before[i])) continue;
+    incoming[i].from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+    incoming[i].type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+  }
+  CUgraphNode fill_node = nullptr;
+  check(cuGraphAddNode(&fill_node, graph, before.data(), incoming.data(), before.size(), &node), "cuGraphAddNode");
+  if (after.empty()) return fill_node;
+  const std::vector<CUgraphNode> from(after.size(), fill_node);
+  const CUresult added = cuGraphAddDependencies(graph, from.data(), after.data(), nullptr, after.size());
+  if (added != CUDA_SUCCESS) {
+    check(cuGraphDestroyNode(fill_node), "removing a fill node whose outgoing edges failed (the graph keeps it)");
+    check(added, "cuGraphAddDependencies");
+  }
+  return fill_node;
 }
 
 }  // namespace
