@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "support/graph_edges.h"
 #include "support/scoped_variable.h"
 #include "trainc/compat/cuda_graph.h"
 #include "trainc/compile/optimizations.h"
@@ -61,29 +62,17 @@ struct Edges {
 };
 
 Edges kernel_edges(void* graph) {
-  const auto raw = static_cast<cudaGraph_t>(graph);
-  std::size_t count = 0;
-#if CUDART_VERSION >= 13000  // the edges' data: CUDA 12.3's _v2 call, CUDA 13's plain one
-  REQUIRE(cudaGraphGetEdges(raw, nullptr, nullptr, nullptr, &count) == cudaSuccess);
-  std::vector<cudaGraphNode_t> from(count), to(count);
-  std::vector<cudaGraphEdgeData> data(count);
-  REQUIRE(cudaGraphGetEdges(raw, from.data(), to.data(), data.data(), &count) == cudaSuccess);
-#else
-  REQUIRE(cudaGraphGetEdges_v2(raw, nullptr, nullptr, nullptr, &count) == cudaSuccess);
-  std::vector<cudaGraphNode_t> from(count), to(count);
-  std::vector<cudaGraphEdgeData> data(count);
-  REQUIRE(cudaGraphGetEdges_v2(raw, from.data(), to.data(), data.data(), &count) == cudaSuccess);
-#endif
+  const trainc::test::GraphEdges all = trainc::test::graph_edges(graph);
   const auto kernel = [](cudaGraphNode_t node) {
     cudaGraphNodeType type;
     REQUIRE(cudaGraphNodeGetType(node, &type) == cudaSuccess);
     return type == cudaGraphNodeTypeKernel;
   };
   Edges edges;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (!kernel(from[i]) || !kernel(to[i])) continue;
+  for (std::size_t i = 0; i < all.data.size(); ++i) {
+    if (!kernel(all.from[i]) || !kernel(all.to[i])) continue;
     ++edges.between_kernels;
-    if (data[i].type == cudaGraphDependencyTypeProgrammatic) ++edges.programmatic;
+    if (all.data[i].type == cudaGraphDependencyTypeProgrammatic) ++edges.programmatic;
   }
   return edges;
 }

@@ -11,9 +11,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
-#include <cstddef>
-#include <vector>
-
+#include "support/graph_edges.h"
 #include "trainc/compat/cuda_graph.h"
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/graph_memsets.h"
@@ -52,7 +50,7 @@ TEST_CASE("a captured graph's small memsets become kernels writing the same byte
   CHECK(total.item<int64_t>() == 999 * 7 + 1 + 5 * 33 * 9 + 5 * 31);
 }
 
-#if CUDART_VERSION >= 13000  // the edges' data (CUDA 13's graph API, which the rewrite needs too)
+#if CUDART_VERSION >= 13000  // the rewrite needs CUDA 13's graph API
 namespace {
 
 // Writes `value` to `n` bytes, a byte a thread over many blocks. It lets its dependents launch as
@@ -74,14 +72,8 @@ struct ProgrammaticEdges {
 };
 
 ProgrammaticEdges programmatic_edges(void* graph) {
-  const auto raw = static_cast<cudaGraph_t>(graph);
-  std::size_t count = 0;
-  REQUIRE(cudaGraphGetEdges(raw, nullptr, nullptr, nullptr, &count) == cudaSuccess);
-  std::vector<cudaGraphNode_t> from(count), to(count);
-  std::vector<cudaGraphEdgeData> data(count);
-  REQUIRE(cudaGraphGetEdges(raw, from.data(), to.data(), data.data(), &count) == cudaSuccess);
   ProgrammaticEdges edges;
-  for (const cudaGraphEdgeData& edge : data) {
+  for (const cudaGraphEdgeData& edge : trainc::test::graph_edges(graph).data) {
     if (edge.type != cudaGraphDependencyTypeProgrammatic) continue;
     ++edges.count;
     if (edge.from_port == cudaGraphKernelNodePortProgrammatic) ++edges.from_programmatic_port;
