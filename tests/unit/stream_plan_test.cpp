@@ -116,3 +116,38 @@ TEST_CASE("the main stream waits for a batch once the next is complete, and its 
   CHECK(beside.arena_bytes() > alone.arena_bytes());
 }
 
+
+TEST_CASE("the ATen calls after the main stream's last step stay on it and wait for what they read", "[unit][fusion]") {
+  // A backward's end in miniature: w = matmul(a, d) is the head's weight gradient (returned, and read
+  // by e), dx = tanh(matmul(d, v)) the main stream's last kernel; e = matmul(w, dx) (the embedding's
+  // gradient added into the head's) and s = matmul(dx, a) only the outputs read:
+  //   d = exp(g); w = matmul(a, d); dx = tanh(matmul(d, v)); e = matmul(w, dx); s = matmul(dx, a)
+  Graph g;
+  const ValueId grad = g.add_input("g", f32({16, 16}));
+  const ValueId a = g.add_input("a", f32({16, 16}));
+  const ValueId v = g.add_input("v", f32({16, 16}));
+  const ValueId d = g.add(Op::exp, {grad});
+  const ValueId w = g.add(Op::matmul, {a, d});
+  const ValueId dx = g.add(Op::tanh, {g.add(Op::matmul, {d, v})});
+  g.mark_output(g.add(Op::matmul, {w, dx}));
+  g.mark_output(g.add(Op::matmul, {dx, a}));
+  g.mark_output(w);
+  const Schedule schedule = schedule_kernels(g);
+  REQUIRE(steps_of(g, schedule) == std::vector<std::string>{"exp", "aten:matmul", "aten:matmul", "tanh", "aten:matmul", "aten:matmul"});
+
+  // Without the rule, the two products after tanh go to the second stream, queued after w.
+  const StreamPlan queued = plan_streams(g, schedule, int64_t{1} << 30, /*tail_on_main=*/false);
+  CHECK(queued.batch == std::vector<int32_t>{-1, 0, -1, -1, 0, 0});
+  CHECK(queued.wait_before == std::vector<int32_t>(6, -1));
+
+  // With it, only w does; the product that reads w waits for its batch first.
+  const StreamPlan plan = plan_streams(g, schedule, int64_t{1} << 30);
+  CHECK(plan.batch == std::vector<int32_t>{-1, 0, -1, -1, -1, -1});
+  CHECK(plan.batches == 1);
+  CHECK(plan.wait_before == std::vector<int32_t>{-1, -1, -1, -1, 0, -1});
+  CHECK(plan.join_step(0) == 4);
+  // w's batch reads d until that wait: tanh, which runs before it, may not store into d's slot.
+  const auto slot = [](const MemoryPlan& memory, ValueId id) { return memory.slot_of[static_cast<std::size_t>(id)]; };
+  CHECK(slot(plan_memory(g, schedule), d) == slot(plan_memory(g, schedule), dx));
+  CHECK(slot(plan_memory(g, schedule, plan), d) != slot(plan_memory(g, schedule, plan), dx));
+}

@@ -33,6 +33,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::input_copies, "input_copies"},
       {Optimization::side_product_sms, "side_product_sms"},
       {Optimization::warp_rows, "warp_rows"},
+      {Optimization::main_stream_tail, "main_stream_tail"},
   };
   return names;
 }

@@ -86,6 +86,9 @@ enum class Optimization {
                         // head's (runtime/side_product_sms)
   warp_rows,            // inductor, GPU: a row kernel whose rows a warp covers, 1,024 rows or more, runs a row a warp,
                         // eight warps a block, where it ran a row a one-warp block (codegen/cuda_kernels)
+  main_stream_tail,     // inductor, GPU, side_stream: a program's ATen steps after its last step on the main stream (a
+                        // backward's embedding gradients) kept on the main stream, which would be idle, instead of queued
+                        // on the second stream behind its weight-gradient GEMMs (passes/stream_plan)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

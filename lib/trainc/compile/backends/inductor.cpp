@@ -99,7 +99,7 @@ ProgramBuild plan_program(const ir::Graph& program, at::Device device, const std
   }
   // On a GPU, the ATen calls only the outputs wait for (weight gradients) overlap the rest.
   if (device.is_cuda() && optimization_enabled(Optimization::side_stream)) {
-    build.streams = plan_streams(build.graph, build.schedule, kSideStreamBatchBytes);
+    build.streams = plan_streams(build.graph, build.schedule, kSideStreamBatchBytes, optimization_enabled(Optimization::main_stream_tail));
   }
   build.plan = plan_memory(build.graph, build.schedule, build.streams);
   build.rendered = device.is_cuda() ? codegen::render_cuda_kernels(build.graph, build.schedule, name)

@@ -31,7 +31,7 @@ int32_t StreamPlan::join_step(int32_t b) const {
   return static_cast<int32_t>(wait_before.size());
 }
 
-StreamPlan plan_streams(const ir::Graph& graph, const Schedule& schedule, int64_t batch_bytes) {
+StreamPlan plan_streams(const ir::Graph& graph, const Schedule& schedule, int64_t batch_bytes, bool tail_on_main) {
   const std::size_t steps = schedule.steps.size();
   std::vector<int32_t> step_of(static_cast<std::size_t>(graph.size()), -1);
   std::vector<std::vector<ValueId>> reads(steps);  // per step: the values it reads from outside itself
@@ -50,14 +50,12 @@ StreamPlan plan_streams(const ir::Graph& graph, const Schedule& schedule, int64_
       }
     }
   }
-  // Per step: the later steps that read what it computes.
-  std::vector<std::set<int32_t>> readers(steps);
+  // Per step: the earlier steps that compute what it reads, and the later steps that read what it computes.
+  std::vector<std::set<int32_t>> sources(steps), readers(steps);
   for (std::size_t s = 0; s < steps; ++s) {
-    std::set<int32_t> sources;
-    for (ValueId in : reads[s]) computing_steps(graph, schedule, step_of, in, sources);
-    for (int32_t source : sources) {
-      if (source != static_cast<int32_t>(s)) readers[static_cast<std::size_t>(source)].insert(static_cast<int32_t>(s));
-    }
+    for (ValueId in : reads[s]) computing_steps(graph, schedule, step_of, in, sources[s]);
+    sources[s].erase(static_cast<int32_t>(s));
+    for (int32_t source : sources[s]) readers[static_cast<std::size_t>(source)].insert(static_cast<int32_t>(s));
   }
 
   // From the last step back: an ATen step goes to the second stream when every step reading it
@@ -67,6 +65,17 @@ StreamPlan plan_streams(const ir::Graph& graph, const Schedule& schedule, int64_
     const ScheduleStep& step = schedule.steps[s];
     if (step.kind != ScheduleStep::Kind::aten || ir::op_kind(graph.node(step.index).op) == ir::OpKind::kRandom) continue;
     side[s] = std::all_of(readers[s].begin(), readers[s].end(), [&](int32_t r) { return side[static_cast<std::size_t>(r)]; });
+  }
+  // The program's tail, the steps after the main stream's last one: the main stream has nothing
+  // left to overlap them with and would only wait at the end, while on the second stream they
+  // would queue behind its earlier work (a layer's weight-gradient GEMM) and, like every step
+  // there, after all the main stream queued before them. On the main stream each starts no later.
+  if (tail_on_main) {
+    std::size_t tail = 0;
+    for (std::size_t s = 0; s < steps; ++s) {
+      if (!side[s]) tail = s + 1;
+    }
+    std::fill(side.begin() + static_cast<std::ptrdiff_t>(tail), side.end(), false);
   }
 
   StreamPlan plan;
@@ -78,6 +87,8 @@ StreamPlan plan_streams(const ir::Graph& graph, const Schedule& schedule, int64_
   int32_t waiting = -1;    // a batch the main stream is to wait for at its next step
   for (std::size_t s = 0; s < steps; ++s) {
     if (!side[s]) {
+      // A tail step may read what the second stream computes: it waits for that batch first.
+      for (int32_t source : sources[s]) waiting = std::max(waiting, plan.batch[static_cast<std::size_t>(source)]);
       if (waiting >= 0) {
         plan.wait_before[s] = waiting;
         waiting = -1;

@@ -9,7 +9,8 @@
 // a batch once the next one is complete (and for all of them at the program's end), after which
 // the values the batch read may be released; a batch closes once its steps' inputs come to
 // `batch_bytes` (counted per read, views at their full size), which keeps what is held for them
-// to about two batches' worth.
+// to about two batches' worth. With `tail_on_main`, the steps after the main stream's last one
+// stay on it (it would be idle until the end), each waiting for the batches that compute what it reads.
 // Example: d = exp(g); x = matmul(d, v); w = matmul(a, d); dx = tanh(x); return dx, w
 // puts w on the second stream (one batch) and x on the main one (a kernel reads it).
 #pragma once
@@ -31,6 +32,6 @@ struct StreamPlan {
   int32_t join_step(int32_t b) const;
 };
 
-StreamPlan plan_streams(const ir::Graph& graph, const Schedule& schedule, int64_t batch_bytes);
+StreamPlan plan_streams(const ir::Graph& graph, const Schedule& schedule, int64_t batch_bytes, bool tail_on_main = true);
 
 }  // namespace trainc
