@@ -50,7 +50,7 @@ TEST_CASE("only the ATen calls that the outputs alone wait for go to the second 
   const Layer l = layer();
   const Schedule schedule = schedule_kernels(l.graph);
   REQUIRE(steps_of(l.graph, schedule) == std::vector<std::string>{"exp", "aten:matmul", "aten:matmul", "aten:matmul", "tanh neg"});
-  const StreamPlan plan = plan_streams(l.graph, schedule, int64_t{1} << 30);
+  const StreamPlan plan = plan_streams(l.graph, schedule, int64_t{1} << 30, /*tail_on_main=*/true);
   // x feeds a kernel (tanh); w feeds one too (neg) even though that kernel only makes an output:
   // kernels stay on the main stream, so what they read does. b is read by nothing but the end.
   CHECK(plan.batch == std::vector<int32_t>{-1, -1, -1, 0, -1});
@@ -73,7 +73,7 @@ TEST_CASE("a chain of ATen calls that ends in an output goes to the second strea
   g.mark_output(w2);
   const Schedule schedule = schedule_kernels(g);
   REQUIRE(steps_of(g, schedule) == std::vector<std::string>{"exp", "aten:matmul", "aten:matmul", "aten:matmul", "tanh"});
-  const StreamPlan plan = plan_streams(g, schedule, int64_t{1} << 30);
+  const StreamPlan plan = plan_streams(g, schedule, int64_t{1} << 30, /*tail_on_main=*/true);
   CHECK(plan.batch == std::vector<int32_t>{-1, 0, 0, -1, -1});
 }
 
@@ -98,7 +98,7 @@ TEST_CASE("the main stream waits for a batch once the next is complete, and its 
   std::vector<std::string> expected = {"exp"};
   for (int i = 0; i < 4; ++i) expected.insert(expected.end(), layer.begin(), layer.end());
   REQUIRE(steps_of(g, schedule) == expected);
-  const StreamPlan plan = plan_streams(g, schedule, 1);
+  const StreamPlan plan = plan_streams(g, schedule, 1, /*tail_on_main=*/true);
   CHECK(plan.batch == std::vector<int32_t>{-1, 0, -1, -1, 1, -1, -1, 2, -1, -1, 3, -1, -1});
   CHECK(plan.batches == 4);
   // Batch 0 is waited for once batch 1 is queued, batch 1 once batch 2 is, ...; the last at the end.
@@ -141,13 +141,60 @@ TEST_CASE("the ATen calls after the main stream's last step stay on it and wait 
   CHECK(queued.wait_before == std::vector<int32_t>(6, -1));
 
   // With it, only w does; the product that reads w waits for its batch first.
-  const StreamPlan plan = plan_streams(g, schedule, int64_t{1} << 30);
+  const StreamPlan plan = plan_streams(g, schedule, int64_t{1} << 30, /*tail_on_main=*/true);
   CHECK(plan.batch == std::vector<int32_t>{-1, 0, -1, -1, -1, -1});
   CHECK(plan.batches == 1);
   CHECK(plan.wait_before == std::vector<int32_t>{-1, -1, -1, -1, 0, -1});
   CHECK(plan.join_step(0) == 4);
-  // w's batch reads d until that wait: tanh, which runs before it, may not store into d's slot.
+  // The earlier wait keeps what w's batch reads safe: d stays allocated until it, so tanh, before
+  // it, does not store into d's slot (as without a second stream it may).
   const auto slot = [](const MemoryPlan& memory, ValueId id) { return memory.slot_of[static_cast<std::size_t>(id)]; };
   CHECK(slot(plan_memory(g, schedule), d) == slot(plan_memory(g, schedule), dx));
   CHECK(slot(plan_memory(g, schedule, plan), d) != slot(plan_memory(g, schedule, plan), dx));
+}
+
+TEST_CASE("a tail step waits for the batches it reads through views unless an earlier wait covered them", "[unit][fusion]") {
+  // Three second-stream products of d in batches of their own (batch_bytes 1), the main stream's
+  // kernel dx, then a tail that reads a transpose (a view) of the first product and the third product:
+  //   d = exp(g); w_i = matmul(a_i, d); dx = tanh(matmul(d, v)); e = matmul(permute(w0), dx); f = matmul(w2, dx)
+  Graph g;
+  const ValueId grad = g.add_input("g", f32({16, 16}));
+  const ValueId v = g.add_input("v", f32({16, 16}));
+  const ValueId d = g.add(Op::exp, {grad});
+  std::vector<ValueId> w;
+  for (int i = 0; i < 3; ++i) w.push_back(g.add(Op::matmul, {g.add_input("a" + std::to_string(i), f32({16, 16})), d}));
+  const ValueId dx = g.add(Op::tanh, {g.add(Op::matmul, {d, v})});
+  Attributes swap;
+  swap.ints = {1, 0};
+  const ValueId w0 = g.add(Op::permute, {w[0]}, swap);
+  g.mark_output(g.add(Op::matmul, {w0, dx}));
+  g.mark_output(g.add(Op::matmul, {w[2], dx}));
+  for (ValueId product : w) g.mark_output(product);
+  const Schedule schedule = schedule_kernels(g);
+  REQUIRE(steps_of(g, schedule) ==
+          std::vector<std::string>{"exp", "aten:matmul", "aten:matmul", "aten:matmul", "aten:matmul", "tanh", "aten:matmul", "aten:matmul"});
+  const StreamPlan plan = plan_streams(g, schedule, 1, /*tail_on_main=*/true);
+  CHECK(plan.batch == std::vector<int32_t>{-1, 0, 1, 2, -1, -1, -1, -1});
+  CHECK(plan.batches == 3);
+  // Batches 1 and 2 complete before the main stream's next step, which waits for batch 1 (and so
+  // for batch 0). The first tail step reads batch 0 through the view: that wait covers it, and no
+  // second one is recorded. The second tail step reads batch 2 and waits for it.
+  CHECK(plan.wait_before == std::vector<int32_t>{-1, -1, -1, -1, 1, -1, -1, 2});
+}
+
+TEST_CASE("a program of ATen calls alone runs them all on the main stream as its tail", "[unit][fusion]") {
+  //   w = matmul(a, b); x = matmul(w, a): both only returned
+  Graph g;
+  const ValueId a = g.add_input("a", f32({16, 16}));
+  const ValueId b = g.add_input("b", f32({16, 16}));
+  const ValueId w = g.add(Op::matmul, {a, b});
+  g.mark_output(g.add(Op::matmul, {w, a}));
+  g.mark_output(w);
+  const Schedule schedule = schedule_kernels(g);
+  REQUIRE(steps_of(g, schedule) == std::vector<std::string>{"aten:matmul", "aten:matmul"});
+  CHECK(plan_streams(g, schedule, int64_t{1} << 30, /*tail_on_main=*/false).batch == std::vector<int32_t>{0, 0});
+  const StreamPlan plan = plan_streams(g, schedule, int64_t{1} << 30, /*tail_on_main=*/true);
+  CHECK(plan.batch == std::vector<int32_t>{-1, -1});
+  CHECK(plan.batches == 0);
+  CHECK(plan.empty());
 }

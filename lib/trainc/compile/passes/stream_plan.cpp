@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "trainc/common/error.h"
+
 namespace trainc {
 namespace {
 
@@ -85,14 +87,23 @@ StreamPlan plan_streams(const ir::Graph& graph, const Schedule& schedule, int64_
   bool open = false;       // the newest batch has steps
   int32_t closed = -1;     // the newest batch complete
   int32_t waiting = -1;    // a batch the main stream is to wait for at its next step
+  int32_t waited = -1;     // the newest batch it has waited for (and so for those before it)
+  const auto last_side = std::find(side.rbegin(), side.rend(), true);
+  const std::size_t side_end = static_cast<std::size_t>(side.rend() - last_side);  // after the second stream's last step
   for (std::size_t s = 0; s < steps; ++s) {
     if (!side[s]) {
-      // A tail step may read what the second stream computes: it waits for that batch first.
-      for (int32_t source : sources[s]) waiting = std::max(waiting, plan.batch[static_cast<std::size_t>(source)]);
-      if (waiting >= 0) {
-        plan.wait_before[s] = waiting;
-        waiting = -1;
+      // A tail step may read what the second stream computes: it waits for that batch first. Only
+      // the tail does, after every second-stream step, so the batch is queued whole by then.
+      for (int32_t source : sources[s]) {
+        const int32_t batch = plan.batch[static_cast<std::size_t>(source)];
+        TRAINC_CHECK(batch < 0 || s >= side_end, "stream_plan: a main-stream step reads a second-stream value before that stream's last step");
+        waiting = std::max(waiting, batch);
       }
+      if (waiting > waited) {
+        plan.wait_before[s] = waiting;
+        waited = waiting;
+      }
+      waiting = -1;
       continue;
     }
     plan.batch[s] = plan.batches;
