@@ -44,6 +44,9 @@ Layer layer() {
   return l;
 }
 
+// The arena slot `memory` gives value `id` (-1: none).
+int slot(const MemoryPlan& memory, ValueId id) { return memory.slot_of[static_cast<std::size_t>(id)]; }
+
 }  // namespace
 
 TEST_CASE("only the ATen calls that the outputs alone wait for go to the second stream", "[unit][fusion]") {
@@ -110,12 +113,10 @@ TEST_CASE("the main stream waits for a batch once the next is complete, and its 
   // with one, not before the main stream waited for the product's batch.
   const MemoryPlan alone = plan_memory(g, schedule);
   const MemoryPlan beside = plan_memory(g, schedule, plan);
-  const auto slot = [](const MemoryPlan& memory, ValueId id) { return memory.slot_of[static_cast<std::size_t>(id)]; };
   CHECK(slot(alone, kernels[0]) == slot(alone, kernels[1]));   // d0's last reader runs before d1 is stored
   CHECK(slot(beside, kernels[0]) != slot(beside, kernels[1]));  // batch 0 reads d0 until the wait before step 5
   CHECK(beside.arena_bytes() > alone.arena_bytes());
 }
-
 
 TEST_CASE("the ATen calls after the main stream's last step stay on it and wait for what they read", "[unit][fusion]") {
   // A backward's end in miniature: w = matmul(a, d) is the head's weight gradient (returned, and read
@@ -148,9 +149,9 @@ TEST_CASE("the ATen calls after the main stream's last step stay on it and wait 
   CHECK(plan.join_step(0) == 4);
   // The earlier wait keeps what w's batch reads safe: d stays allocated until it, so tanh, before
   // it, does not store into d's slot (as without a second stream it may).
-  const auto slot = [](const MemoryPlan& memory, ValueId id) { return memory.slot_of[static_cast<std::size_t>(id)]; };
-  CHECK(slot(plan_memory(g, schedule), d) == slot(plan_memory(g, schedule), dx));
-  CHECK(slot(plan_memory(g, schedule, plan), d) != slot(plan_memory(g, schedule, plan), dx));
+  const MemoryPlan alone = plan_memory(g, schedule), beside = plan_memory(g, schedule, plan);
+  CHECK(slot(alone, d) == slot(alone, dx));
+  CHECK(slot(beside, d) != slot(beside, dx));
 }
 
 TEST_CASE("a tail step waits for the batches it reads through views unless an earlier wait covered them", "[unit][fusion]") {

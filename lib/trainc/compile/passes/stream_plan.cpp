@@ -88,8 +88,10 @@ StreamPlan plan_streams(const ir::Graph& graph, const Schedule& schedule, int64_
   int32_t closed = -1;     // the newest batch complete
   int32_t waiting = -1;    // a batch the main stream is to wait for at its next step
   int32_t waited = -1;     // the newest batch it has waited for (and so for those before it)
-  const auto last_side = std::find(side.rbegin(), side.rend(), true);
-  const std::size_t side_end = static_cast<std::size_t>(side.rend() - last_side);  // after the second stream's last step
+  std::size_t side_end = 0;  // after the second stream's last step
+  for (std::size_t s = 0; s < steps; ++s) {
+    if (side[s]) side_end = s + 1;
+  }
   for (std::size_t s = 0; s < steps; ++s) {
     if (!side[s]) {
       // A tail step may read what the second stream computes: it waits for that batch first. Only
