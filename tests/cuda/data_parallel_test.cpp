@@ -25,63 +25,23 @@
 #include <sstream>
 
 #include "support/posix_scratch_dir.h"
+#include "support/posix_trainc_runs.h"
 
 using Catch::Matchers::Contains;
 
 namespace {
 
-// Files through C stdio and the shell only: the cuda test binary avoids std::filesystem.
-std::string read_file(const std::string& path) {
-  std::string text;
-  if (FILE* file = std::fopen(path.c_str(), "rb")) {
-    char buffer[4096];
-    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, file)) > 0;) text.append(buffer, n);
-    std::fclose(file);
-  }
-  return text;
-}
+using trainc::test::largest_weight_difference;
+using trainc::test::logged_losses_in;
+using trainc::test::read_text_file;
+using trainc::test::TraincRun;
 
 struct Scratch : trainc::test::PosixScratchDir {
   Scratch() : PosixScratchDir("trainc-cuda-test") {}
 };
 
-struct Run {
-  int exit_code;
-  std::string out;
-};
-
-Run run_trainc(const Scratch& scratch, const std::string& name, const std::string& arguments) {
-  const std::string log = scratch.file(name + ".log");
-  const int status = std::system((std::string(TRAINC_BINARY) + " " + arguments + " --output-dir " + scratch.file(name) + " >" + log +
-                                  " 2>&1 </dev/null").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read_file(log)};
-}
-
-std::vector<double> logged_losses(const std::string& metrics_path) {
-  std::vector<double> losses;
-  std::istringstream lines(read_file(metrics_path));
-  for (std::string line; std::getline(lines, line);) {
-    const auto event = nlohmann::json::parse(line);
-    if (event.contains("loss")) losses.push_back(event["loss"].get<double>());
-  }
-  return losses;
-}
-
-// The largest difference between two checkpoints' model tensors.
-double weight_difference(const std::string& model_a, const std::string& model_b) {
-  torch::serialize::InputArchive a, b;
-  a.load_from(model_a);
-  b.load_from(model_b);
-  double largest = 0.0;
-  const std::vector<std::string> keys = a.keys();
-  REQUIRE(!keys.empty());
-  for (const std::string& key : keys) {
-    torch::Tensor x, y;
-    REQUIRE((a.try_read(key, x) || a.try_read(key, x, /*is_buffer=*/true)));
-    REQUIRE((b.try_read(key, y) || b.try_read(key, y, /*is_buffer=*/true)));
-    largest = std::max(largest, (x.to(torch::kDouble) - y.to(torch::kDouble)).abs().max().item<double>());
-  }
-  return largest;
+TraincRun run_trainc(const Scratch& scratch, const std::string& name, const std::string& arguments) {
+  return trainc::test::run_trainc_in(scratch, name, arguments);
 }
 
 bool exists(const std::string& path) {
@@ -96,10 +56,10 @@ pid_t child_with_rank(pid_t launcher, int rank) {
   while (dirent* entry = proc ? readdir(proc) : nullptr) {
     const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
     if (pid <= 0) continue;
-    const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    const std::string stat = read_text_file("/proc/" + std::to_string(pid) + "/stat");
     const auto after_name = stat.rfind(") ");
     if (after_name == std::string::npos || std::atoi(stat.c_str() + after_name + 4) != launcher) continue;  // field 4: ppid
-    std::string environment = "\n" + read_file("/proc/" + std::to_string(pid) + "/environ");
+    std::string environment = "\n" + read_text_file("/proc/" + std::to_string(pid) + "/environ");
     for (char& c : environment) c = c == '\0' ? '\n' : c;
     if (environment.find("\nRANK=" + std::to_string(rank) + "\n") != std::string::npos) found = pid;
   }
@@ -134,26 +94,26 @@ TEST_CASE("two NCCL processes train as one process with twice the batch, eagerly
   Scratch scratch;
   write_config(scratch);
   const std::string base = "--config " + scratch.file("run.yaml") + " ";
-  const Run one = run_trainc(scratch, "one", base + "--per-device-train-batch-size 16");
+  const TraincRun one = run_trainc(scratch, "one", base + "--per-device-train-batch-size 16");
   INFO(one.out);
   REQUIRE(one.exit_code == 0);
-  const std::vector<double> expected = logged_losses(scratch.file("one/metrics.jsonl"));
+  const std::vector<double> expected = logged_losses_in(scratch.file("one/metrics.jsonl"));
   REQUIRE(expected.size() == 8);
   for (const std::string backend : {"eager", "cudagraphs"}) {
     INFO(backend);
     const std::string flags = backend == "eager" ? "" : "--torch-compile-backend cudagraphs ";
-    const Run two = run_trainc(scratch, backend, base + flags + "--nproc-per-node 2 --per-device-train-batch-size 8");
+    const TraincRun two = run_trainc(scratch, backend, base + flags + "--nproc-per-node 2 --per-device-train-batch-size 8");
     INFO(two.out);
     REQUIRE(two.exit_code == 0);
     CHECK_THAT(two.out, Contains("batch      8 x 1 accumulation x 2 processes = 16 samples/step"));
     CHECK_THAT(two.out, Contains("processes  2 data-parallel (nccl, rendezvous 127.0.0.1:"));
-    const std::vector<double> losses = logged_losses(scratch.file(backend + "/metrics.jsonl"));
+    const std::vector<double> losses = logged_losses_in(scratch.file(backend + "/metrics.jsonl"));
     REQUIRE(losses.size() == expected.size());
     double loss_difference = 0.0;
     for (std::size_t i = 0; i < losses.size(); ++i) {
       loss_difference = std::max(loss_difference, std::abs(losses[i] - expected[i]) / std::abs(expected[i]));
     }
-    const double difference = weight_difference(scratch.file(backend + "/checkpoint-8/model.pt"), scratch.file("one/checkpoint-8/model.pt"));
+    const double difference = largest_weight_difference(scratch.file(backend + "/checkpoint-8/model.pt"), scratch.file("one/checkpoint-8/model.pt"));
     // On stdout, unwrapped, for the GPU script's summary (ctest --verbose).
     std::cout << "two NCCL processes (" << backend << ") vs one with twice the batch: largest relative loss difference "
               << loss_difference << ", largest weight difference " << difference << " (tolerance 1e-5)" << std::endl;
@@ -191,7 +151,7 @@ TEST_CASE("a killed NCCL rank is named by the launcher, which exits non-zero, an
   if (!ended) kill(launcher, SIGKILL);
   REQUIRE(ended);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-  const std::string log = read_file(scratch.file("launcher.log"));
+  const std::string log = read_text_file(scratch.file("launcher.log"));
   INFO(log.substr(log.size() > 3000 ? log.size() - 3000 : 0));
   std::cout << "a killed NCCL rank: the launcher exited " << seconds << " s after the kill (ddp_timeout 10 s)" << std::endl;
   CHECK(WIFEXITED(status));
@@ -210,7 +170,7 @@ TEST_CASE("a killed NCCL rank is named by the launcher, which exits non-zero, an
     closedir(out);
   }
   REQUIRE(newest >= 40);
-  const Run resumed = run_trainc(scratch, "out", "--config " + scratch.file("run.yaml") + " --per-device-train-batch-size 8 "
+  const TraincRun resumed = run_trainc(scratch, "out", "--config " + scratch.file("run.yaml") + " --per-device-train-batch-size 8 "
                                  "--resume-from-checkpoint true --max-steps " + std::to_string(newest + 1));
   INFO(resumed.out);
   CHECK(resumed.exit_code == 0);

@@ -33,9 +33,11 @@
 #include "trainc/compile/runtime/step_graphs.h"
 #include "trainc/models/model.h"
 #include "trainc/train/capturable_optimizer.h"
+#include "trainc/train/device_step_start.h"
 #include "trainc/train/foreach_adamw.h"
 #include "trainc/train/grad_clip.h"
 #include "trainc/train/loss.h"
+#include "trainc/train/loss_tracking.h"
 #include "trainc/train/optimizer.h"
 
 using namespace trainc;
@@ -56,6 +58,8 @@ struct Trajectory {
   std::vector<std::string> compile_outcomes;
   std::vector<std::string> compile_details;
   bool table_shadowed = false;  // the optimizer kept a bf16 shadow of the embedding table
+  double tracked_total = 0.0;   // device_start: the losses' sum the steps tracked themselves
+  int64_t steps_started = 0;    // device_start: the count of steps done on the device
 };
 
 // mode: "eager", "cudagraphs" (eager autograd in the graph), "reduce-overhead" (compiled programs,
@@ -63,7 +67,11 @@ struct Trajectory {
 // call's implementation and each kernel's launch shape measured at their first run).
 // halve_table_at: before that step, the embedding table is halved in place, outside the step (as
 // loading a checkpoint into it would write it); -1: never.
-Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_exchange = false, int halve_table_at = -1) {
+// device_start: the graphs' steps start on the device (train/device_step_start) with the learning
+// rates in a table, and track their losses themselves, as the trainer runs them; else the learning
+// rate is set before each step.
+Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_exchange = false, int halve_table_at = -1,
+                 bool device_start = false) {
   ModelConfig config;
   config.name = "gpt";
   config.n_layer = 2;
@@ -132,6 +140,21 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
   phases.gradients = gradients;
   if (with_exchange) phases.exchange = exchange;
   phases.update = [&] { return clipped_step(*optimizer, params, 1.0); };  // as the trainer's graphs do
+  const auto learning_rate = [](int step) { return 3e-3 * (1.0 - step / 60.0); };
+  std::vector<double> rates;
+  for (int step = 0; step < 50; ++step) rates.push_back(learning_rate(step));
+  DeviceStepStart start(rates, 0, kGpu);
+  const auto on_gpu = torch::TensorOptions().device(kGpu);
+  torch::Tensor since_log = torch::zeros({}, on_gpu.dtype(torch::kDouble)), total = torch::zeros({}, on_gpu.dtype(torch::kDouble));
+  torch::Tensor first_nonfinite = torch::full({}, -1, on_gpu.dtype(torch::kLong));
+  auto& on_device = dynamic_cast<DeviceStateOptimizer&>(*optimizer);
+  if (device_start) {
+    phases.start = [&](const std::vector<torch::Tensor>& stepped) {
+      start.start_step(on_device.device_learning_rate(),
+                       stepped.empty() ? std::vector<torch::Tensor>{} : on_device.step_counts_advanced_before_next_step(stepped));
+    };
+    phases.track = [&](const torch::Tensor& loss) { track_step_loss(loss, start.steps_done(), since_log, total, first_nonfinite); };
+  }
   StepGraphs graphs(
       kGpu, params, phases, [&](const GraphEvent& event) { trajectory.events.push_back(event.outcome + " " + event.signature); },
       [](const std::string& warning) { FAIL(warning); });
@@ -151,7 +174,7 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
       inputs.push_back(on_host ? tokens.pin_memory() : tokens.to(kGpu));
       targets.push_back(on_host ? ((tokens * 7 + 3) % 97).pin_memory() : ((tokens * 7 + 3) % 97).to(kGpu));
     }
-    set_learning_rate(*optimizer, 3e-3 * (1.0 - step / 60.0));
+    if (!device_start) set_learning_rate(*optimizer, learning_rate(step));
     if (step == halve_table_at) {
       torch::NoGradGuard no_grad;
       embedding.mul_(0.5);
@@ -167,6 +190,8 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
     }
   }
   for (const torch::Tensor& loss : losses) trajectory.losses.push_back(loss.item<double>());
+  trajectory.tracked_total = total.item<double>();
+  trajectory.steps_started = start.steps_done().item<int64_t>();
   trajectory.table_shadowed = ParameterShadows::instance().shadows_to_update({embedding}).front().defined();
   for (const auto& [name, p] : model->named_parameters()) {
     trajectory.names.push_back(name);
@@ -303,6 +328,28 @@ TEST_CASE("whole-step CUDA graphs train as eager does, float32", "[cuda]") {
     check_follows(tuned, eager, 1e-3);
     CHECK(std::count(tuned.compile_outcomes.begin(), tuned.compile_outcomes.end(), "autotuned") == 2);  // one per signature
   }
+}
+
+TEST_CASE("whole-step CUDA graphs whose steps start on the device train as eager does", "[cuda]") {
+  REQUIRE(torch::cuda::is_available());
+  const uint64_t seed = std::random_device{}() % (1u << 30);
+  INFO("seed " << seed);
+  const Trajectory eager = train("eager", false, seed);
+  for (const bool with_exchange : {false, true}) {
+    INFO("with an exchange: " << with_exchange);
+    const Trajectory reference = with_exchange ? train("eager", false, seed, true) : eager;
+    // A learning rate read from the wrong entry, or a step count advanced twice or not at all (its
+    // bias correction), would move the weights far more than the tolerance.
+    const Trajectory started = train("cudagraphs", false, seed, with_exchange, -1, /*device_start=*/true);
+    check_follows(started, reference, 1e-5);
+    CHECK(started.steps_started == 50);
+    double sum = 0.0;
+    for (const double loss : started.losses) sum += loss;
+    CHECK(started.tracked_total == Approx(sum).epsilon(1e-12));
+  }
+  const Trajectory compiled = train("inductor", true, seed, false, -1, /*device_start=*/true);
+  check_follows(compiled, train("eager", true, seed), 2e-2, 1.5);
+  CHECK(compiled.steps_started == 50);
 }
 
 TEST_CASE("a step with an exchange runs as two CUDA graphs with the exchange between their replays", "[cuda]") {

@@ -1,4 +1,5 @@
-// defines: OptimizerRun, initial_parameters, adamw_groups, sgd_groups, take_steps, set_clipping_gradients
+// defines: OptimizerRun, initial_parameters, adamw_groups, sgd_groups, trajectory_learning_rate, take_steps,
+//          take_steps_started_on_device, set_clipping_gradients
 //
 // The same training-free optimizer trajectory under two optimizers, for comparing a capturable
 // optimizer with LibTorch's eager one, or clipping inside an update with clipping before it.
@@ -12,10 +13,13 @@
 #include <torch/optim/sgd.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "trainc/train/capturable_optimizer.h"
+#include "trainc/train/device_step_start.h"
 #include "trainc/train/optimizer.h"
 
 namespace trainc::test {
@@ -53,15 +57,42 @@ inline std::vector<torch::optim::OptimizerParamGroup> sgd_groups(const std::vect
   return groups;
 }
 
+// The learning rate of the trajectory's step `step`.
+inline double trajectory_learning_rate(int step) { return 1e-2 * (1.0 + 0.5 * std::cos(0.1 * step)); }
+
+// The gradients of the trajectory's step `step`, drawn from `gradient_seed` + step; the parameters
+// that get one.
+inline std::vector<torch::Tensor> draw_gradients(OptimizerRun& run, int step, uint64_t gradient_seed) {
+  torch::manual_seed(gradient_seed + static_cast<uint64_t>(step));
+  std::vector<torch::Tensor> stepped;
+  for (std::size_t i = 0; i < run.params.size(); ++i) {
+    const bool skipped = i == 3 && step % 2 == 1;
+    run.params[i].mutable_grad() = skipped ? torch::Tensor() : torch::randn_like(run.params[i]);
+    if (!skipped) stepped.push_back(run.params[i]);
+  }
+  return stepped;
+}
+
 // Steps [first, last) of the trajectory: gradients drawn from `gradient_seed` + step.
 inline void take_steps(OptimizerRun& run, int first, int last, uint64_t gradient_seed) {
   for (int step = first; step < last; ++step) {
-    torch::manual_seed(gradient_seed + static_cast<uint64_t>(step));
-    for (std::size_t i = 0; i < run.params.size(); ++i) {
-      const bool skipped = i == 3 && step % 2 == 1;
-      run.params[i].mutable_grad() = skipped ? torch::Tensor() : torch::randn_like(run.params[i]);
-    }
-    set_learning_rate(*run.optimizer, 1e-2 * (1.0 + 0.5 * std::cos(0.1 * step)));
+    draw_gradients(run, step, gradient_seed);
+    set_learning_rate(*run.optimizer, trajectory_learning_rate(step));
+    run.optimizer->step();
+  }
+}
+
+// Steps [first, last) of the trajectory, each started by `start` as a whole-step graph's replay
+// starts it: the learning rate from its table (made of trajectory_learning_rate, with `first`
+// steps done), and past the run's first step the step counts of the parameters that get gradients
+// advanced before the update, which leaves them.
+inline void take_steps_started_on_device(OptimizerRun& run, DeviceStepStart& start, int first, int last, uint64_t gradient_seed) {
+  auto& on_device = dynamic_cast<DeviceStateOptimizer&>(*run.optimizer);
+  for (int step = first; step < last; ++step) {
+    const std::vector<torch::Tensor> stepped = draw_gradients(run, step, gradient_seed);
+    const std::vector<torch::Tensor> counts =
+        step == first ? std::vector<torch::Tensor>{} : on_device.step_counts_advanced_before_next_step(stepped);
+    start.start_step(on_device.device_learning_rate(), counts);
     run.optimizer->step();
   }
 }

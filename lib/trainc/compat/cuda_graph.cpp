@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if TRAINC_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -106,14 +107,24 @@ struct CudaGraph::Impl {
     finished.block(current);
   }
 
-  // The copy stream rejoins the capture it branched off at mark_inputs_read: a capture ends with
-  // every stream it reached joined.
-  void join_mark() {
-    if (!marked) return;
-    marked = false;
-    at::cuda::CUDAEvent passed;
-    passed.record(copies);
-    passed.block(c10::cuda::getCurrentCUDAStream(index));
+  // The streams a capture branched onto (the copy stream at mark_inputs_read, the branch of
+  // beside()) rejoin it: a capture ends with every stream it reached joined.
+  void join_branches() {
+    const std::vector<c10::cuda::CUDAStream> open = std::move(branches);
+    branches.clear();
+    for (const c10::cuda::CUDAStream& branch : open) {
+      at::cuda::CUDAEvent passed;
+      passed.record(branch);
+      passed.block(c10::cuda::getCurrentCUDAStream(index));
+    }
+  }
+
+  // `branch` joins the capture at the current stream's point of it.
+  void branch_from_current(const c10::cuda::CUDAStream& branch) {
+    at::cuda::CUDAEvent reached;
+    reached.record(c10::cuda::getCurrentCUDAStream(index));
+    reached.block(branch);
+    branches.push_back(branch);
   }
 
   c10::DeviceIndex index;
@@ -121,8 +132,10 @@ struct CudaGraph::Impl {
   c10::cuda::CUDAStream copies = dedicated_stream("input copies", index);
   RecordedEvent inputs_read{index};  // recorded by each replay at its mark
   at::cuda::CUDAGraph graph = new_graph<at::cuda::CUDAGraph>();  // instantiated by capture(), after `edit`
-  bool marked = false;              // a mark recorded in the capture under way, not yet joined
-  bool has_mark = false;            // the captured graph records inputs_read
+  c10::cuda::CUDAStream beside_work = dedicated_stream("work beside a captured step", index);
+  std::vector<c10::cuda::CUDAStream> branches;  // in the capture under way, not yet joined
+  bool marked = false;                          // a mark recorded in the capture under way
+  bool has_mark = false;                        // the captured graph records inputs_read
   at::cuda::CUDAEvent copied;       // the copies queued for the next replay
   bool copies_pending = false;
 };
@@ -135,14 +148,15 @@ void CudaGraph::run(const std::function<void()>& work) { impl_->on_side_stream(w
 void CudaGraph::capture(const std::function<void()>& work, const std::function<void(void* graph)>& edit) {
   impl_->on_side_stream([&] {
     impl_->graph.capture_begin();
+    impl_->marked = false;
     try {
       work();
-      impl_->join_mark();
+      impl_->join_branches();
     } catch (...) {
       // End the capture so the streams are usable again, then report what went wrong in `work`.
       // Each step on its own: an invalidated capture can refuse the join and still be ended.
       try {
-        impl_->join_mark();
+        impl_->join_branches();
       } catch (...) {
       }
       try {
@@ -160,13 +174,19 @@ void CudaGraph::mark_inputs_read() {
   Impl& g = *impl_;
   TORCH_CHECK(cuda_stream_capturing() && !g.marked, "mark_inputs_read: once, inside a capture");
   // The copy stream joins the capture here; the record it then makes is a node whose only
-  // successor is the capture's end (join_mark), beside the rest of the step.
-  at::cuda::CUDAEvent reached;
-  reached.record(c10::cuda::getCurrentCUDAStream(g.index));
-  reached.block(g.copies);
+  // successor is the capture's end (join_branches), beside the rest of the step.
+  g.branch_from_current(g.copies);
   C10_CUDA_CHECK(cudaEventRecordWithFlags(g.inputs_read.event, g.copies.stream(), cudaEventRecordExternal));
   g.marked = true;
   g.has_mark = true;
+}
+
+void CudaGraph::beside(const std::function<void()>& work) {
+  Impl& g = *impl_;
+  TORCH_CHECK(cuda_stream_capturing(), "beside: inside a capture");
+  g.branch_from_current(g.beside_work);
+  c10::cuda::CUDAStreamGuard on_branch(g.beside_work);
+  work();
 }
 
 void CudaGraph::copy_inputs(const std::function<void()>& copies) {
@@ -205,6 +225,7 @@ CudaGraph::~CudaGraph() = default;
 void CudaGraph::run(const std::function<void()>&) {}
 void CudaGraph::capture(const std::function<void()>&, const std::function<void(void*)>&) {}
 void CudaGraph::mark_inputs_read() {}
+void CudaGraph::beside(const std::function<void()>&) {}
 void CudaGraph::copy_inputs(const std::function<void()>&) {}
 void CudaGraph::replay() {}
 

@@ -44,6 +44,10 @@ class CudaGraph {
   // are no longer read. Each replay records an event there, on a branch of its own (a node on the
   // step's path would delay the kernel after it), which copy_inputs() waits for.
   void mark_inputs_read();
+  // Inside capture()'s work: records `work` on a branch of its own that starts at this point of the
+  // recorded work and that only the capture's end waits for, so nothing recorded after it waits for
+  // it (the loss's bookkeeping, beside the update).
+  void beside(const std::function<void()>& work);
   // Queues `copies` (the next replay's inputs copied into the graph's buffers, from pinned host
   // memory) on the device's copy stream, after the last replay passed its mark: they run beside
   // the rest of that replay instead of between two replays. The next replay() waits for them.

@@ -34,6 +34,7 @@ const std::vector<std::pair<Optimization, std::string>>& named() {
       {Optimization::side_product_sms, "side_product_sms"},
       {Optimization::warp_rows, "warp_rows"},
       {Optimization::main_stream_tail, "main_stream_tail"},
+      {Optimization::device_step_start, "device_step_start"},
   };
   return names;
 }

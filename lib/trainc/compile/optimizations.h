@@ -10,7 +10,7 @@
 // graph_memsets at each CUDA graph capture, for stream_priorities when a signature's graph is made
 // (at its warm-up), for dependent_launch when a module of kernels is loaded, for input_copies when a
 // signature's graph is captured, for head_grad_sms and side_product_sms when a product is recorded on the
-// side stream; an unknown name stops the run at start (exit 2).
+// side stream, for device_step_start when training starts; an unknown name stops the run at start (exit 2).
 // Each switch leaves the step correct: what it turns off is how the work is done, not what is
 // computed (up to rounding).
 #pragma once
@@ -89,6 +89,9 @@ enum class Optimization {
   main_stream_tail,     // inductor, GPU, side_stream: a program's ATen steps after its last step on the main stream (a
                         // backward's embedding gradients) kept on the main stream, which would be idle, instead of queued
                         // on the second stream behind its weight-gradient GEMMs (passes/stream_plan)
+  device_step_start,    // GPU, whole-step graphs: each step starts on the device, as its graph's first node (the learning rate
+                        // from a table of the schedule, the step counts advanced), and tracks its loss on a branch of its
+                        // graph, so that nothing is launched between two replays (train/device_step_start)
 };
 
 // The names TRAINC_DISABLE_OPTIMIZATIONS takes, comma-separated, in the order of the enum.

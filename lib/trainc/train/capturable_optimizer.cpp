@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+
 #include "trainc/common/error.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/runtime/parameter_shadows.h"
@@ -11,14 +13,18 @@
 namespace trainc {
 namespace {
 
-// The learning-rate tensor on `device`, created on first use (the parameters' device is known by then).
-void write_learning_rate(at::Tensor& tensor, double learning_rate, std::vector<torch::optim::OptimizerParamGroup>& groups) {
-  for (auto& group : groups) group.options().set_lr(learning_rate);  // what a checkpoint records
+// The learning-rate tensor on the parameters' device, created on first use (the device is known by then).
+at::Tensor& learning_rate_tensor(at::Tensor& tensor, const std::vector<torch::optim::OptimizerParamGroup>& groups) {
   if (!tensor.defined()) {
     TRAINC_CHECK(!groups.empty() && !groups.front().params().empty(), "an optimizer without parameters");
     tensor = at::empty({}, groups.front().params().front().options().dtype(at::kFloat));
   }
-  tensor.fill_(learning_rate);
+  return tensor;
+}
+
+void write_learning_rate(at::Tensor& tensor, double learning_rate, std::vector<torch::optim::OptimizerParamGroup>& groups) {
+  for (auto& group : groups) group.options().set_lr(learning_rate);  // what a checkpoint records
+  learning_rate_tensor(tensor, groups).fill_(learning_rate);
 }
 
 }  // namespace
@@ -40,9 +46,26 @@ void CapturableAdamW::set_device_learning_rate(double learning_rate) {
   write_learning_rate(learning_rate_, learning_rate, param_groups());
 }
 
+at::Tensor CapturableAdamW::device_learning_rate() { return learning_rate_tensor(learning_rate_, param_groups()); }
+
+std::vector<at::Tensor> CapturableAdamW::step_counts_advanced_before_next_step(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> counts;
+  std::set<const void*> advanced;
+  for (const at::Tensor& p : params) {
+    const auto step = steps_.find(p.unsafeGetTensorImpl());
+    TRAINC_CHECK(step != steps_.end(), "CapturableAdamW: a step count asked for before its parameter's first step");
+    counts.push_back(step->second);
+    advanced.insert(p.unsafeGetTensorImpl());
+  }
+  advanced_ = std::move(advanced);
+  return counts;
+}
+
 torch::Tensor CapturableAdamW::step(LossClosure closure) {
   const at::Tensor coefficient = std::move(coefficient_);  // this step's only, whatever happens to it
   coefficient_ = at::Tensor();
+  const std::optional<std::set<const void*>> advanced = std::move(advanced_);
+  advanced_.reset();
   TRAINC_CHECK(learning_rate_.defined(), "CapturableAdamW::step before set_device_learning_rate");
   torch::NoGradGuard no_grad;
   const torch::Tensor loss = closure_loss(closure);
@@ -84,8 +107,14 @@ torch::Tensor CapturableAdamW::step(LossClosure closure) {
     }
     groups.push_back(std::move(tensors));
   }
+  if (advanced) {
+    std::set<const void*> stepped;
+    for (const at::Tensor& p : all.params) stepped.insert(p.unsafeGetTensorImpl());
+    TRAINC_CHECK(stepped == *advanced, "CapturableAdamW: the step counts advanced before this step are not those of the parameters it updates (" +
+                                           std::to_string(advanced->size()) + " advanced, " + std::to_string(stepped.size()) + " updated)");
+  }
   if (groups.empty()) return loss;
-  at::_foreach_add_(all.steps, 1.0);
+  if (!advanced) at::_foreach_add_(all.steps, 1.0);
   // On a GPU, trainc's kernel, which leaves the gradients unwritten (train/adamw_kernel), else ATen's.
   if (one_launch && adamw_kernel_takes(all.params, all.grads, all.exp_avgs, all.exp_avg_sqs, all.steps, learning_rate_, grad_factor)) {
     const auto& options = *groups.front().options;
@@ -167,6 +196,8 @@ void CapturableAdamW::load(torch::serialize::InputArchive& archive) {
 void CapturableSGD::set_device_learning_rate(double learning_rate) {
   write_learning_rate(learning_rate_, learning_rate, param_groups());
 }
+
+at::Tensor CapturableSGD::device_learning_rate() { return learning_rate_tensor(learning_rate_, param_groups()); }
 
 torch::Tensor CapturableSGD::step(LossClosure closure) {
   TRAINC_CHECK(learning_rate_.defined(), "CapturableSGD::step before set_device_learning_rate");

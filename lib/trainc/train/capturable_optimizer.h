@@ -14,6 +14,8 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "trainc/compile/optimizations.h"
@@ -25,6 +27,17 @@ class DeviceStateOptimizer {
   virtual ~DeviceStateOptimizer() = default;
   // Writes the learning rate every group's update reads: one device-side fill, no host sync.
   virtual void set_device_learning_rate(double learning_rate) = 0;
+  // That learning rate, a float32 scalar on the parameters' device, for a writer on the device
+  // (train/device_step_start); made on first use.
+  virtual at::Tensor device_learning_rate() = 0;
+  // For a step's start on the device: the step counts of `params`, which the caller advances before
+  // the next step(); that step then leaves them as they are, and must update exactly these
+  // parameters (checked). Each of them has stepped before, so its count exists. Empty for an
+  // optimizer that keeps no counts.
+  virtual std::vector<at::Tensor> step_counts_advanced_before_next_step(const std::vector<at::Tensor>& params) {
+    (void)params;
+    return {};
+  }
   // Copies what lives on the device into the state a checkpoint saves (a host sync).
   virtual void store_device_state() {}
 };
@@ -38,6 +51,8 @@ class CapturableAdamW : public torch::optim::AdamW, public DeviceStateOptimizer 
   torch::Tensor step(LossClosure closure = nullptr) override;
   void load(torch::serialize::InputArchive& archive) override;
   void set_device_learning_rate(double learning_rate) override;
+  at::Tensor device_learning_rate() override;
+  std::vector<at::Tensor> step_counts_advanced_before_next_step(const std::vector<at::Tensor>& params) override;
   void store_device_state() override;
   // The next step reads every gradient multiplied by `coefficient` (a 0-dim float32 tensor on the
   // parameters' device: gradient clipping's factor, grad_norm). On a GPU trainc's kernel multiplies
@@ -55,6 +70,7 @@ class CapturableAdamW : public torch::optim::AdamW, public DeviceStateOptimizer 
   void updated_shadows(at::TensorList params) const;
   void cast_shadows(at::TensorList params) const;  // after an update that wrote the parameters only
   at::Tensor coefficient_;                             // for the next step only; undefined: 1
+  std::optional<std::set<const void*>> advanced_;      // for the next step only: the parameters whose counts are advanced
   at::Tensor learning_rate_;                           // float32 scalar on the parameters' device
   std::unordered_map<const void*, at::Tensor> steps_;  // per parameter (TensorImpl), float32 on the device
 };
@@ -65,6 +81,7 @@ class CapturableSGD : public torch::optim::SGD, public DeviceStateOptimizer {
   using torch::optim::SGD::SGD;
   torch::Tensor step(LossClosure closure = nullptr) override;
   void set_device_learning_rate(double learning_rate) override;
+  at::Tensor device_learning_rate() override;
 
  private:
   at::Tensor learning_rate_;

@@ -6,7 +6,8 @@
 // NVRTC, compile/runtime/cuda_modules) updates all three from a float32 loss: the ten ATen kernels it
 // replaces (isfinite's four, the step's selection and its operands, two sums), each a launch outside
 // the step's CUDA graph, took about 20 us of a 1.4 ms step (docs/benchmarks.md). Elsewhere, and for
-// other dtypes, the same with ATen's ops.
+// other dtypes, the same with ATen's ops. Every tensor is written in place, so a CUDA graph can
+// capture the tracking (runtime/step_graphs) with the step read from the device (train/device_step_start).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -18,5 +19,9 @@ namespace trainc {
 // Adds `loss` (0-dim) to `since_log` and `total` (0-dim float64) and, when the loss is NaN or
 // infinite and `first_nonfinite` (0-dim int64) is still -1, sets it to `step`.
 void track_step_loss(const at::Tensor& loss, int64_t step, at::Tensor& since_log, at::Tensor& total, at::Tensor& first_nonfinite);
+
+// The same with the step read on the device: `step`, a 0-dim int64 tensor on the loss's device.
+void track_step_loss(const at::Tensor& loss, const at::Tensor& step, at::Tensor& since_log, at::Tensor& total,
+                     at::Tensor& first_nonfinite);
 
 }  // namespace trainc

@@ -43,6 +43,10 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate)
     on_device->set_device_learning_rate(learning_rate);
     return;
   }
+  record_learning_rate(optimizer, learning_rate);
+}
+
+void record_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(learning_rate);
 }
 

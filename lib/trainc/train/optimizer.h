@@ -1,4 +1,4 @@
-// defines: make_optimizer, set_learning_rate, clipped_step
+// defines: make_optimizer, set_learning_rate, record_learning_rate, clipped_step
 //
 // Hugging Face's optimizer setup: weight decay applies to every parameter except biases and
 // normalization weights. Those are exactly the parameters with fewer than two dimensions in the
@@ -20,6 +20,10 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingArguments&
 
 // Sets every group's learning rate; a capturable optimizer's device copy too (no host sync).
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate);
+
+// Sets every group's learning rate (what a checkpoint saves) and nothing on the device: for a step
+// whose start on the device writes the rate its update reads (train/device_step_start).
+void record_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate);
 
 // Clips the gradients of `parameters` to a global norm of max_grad_norm (<= 0: no clipping) and
 // takes the optimizer's step; returns the norm before clipping, on the device. CapturableAdamW

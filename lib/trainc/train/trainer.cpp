@@ -21,6 +21,7 @@
 #include "trainc/config/fields.h"
 #include "trainc/config/value_codec.h"
 #include "trainc/data/batch_loader.h"
+#include "trainc/train/capturable_optimizer.h"
 #include "trainc/train/checkpoint.h"
 #include "trainc/train/evaluate.h"
 #include "trainc/train/grad_clip.h"
@@ -158,7 +159,13 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
   }
   const double learning_rate = args_.learning_rate * schedule_(state_.global_step);
   if (step_graphs_) {
-    set_learning_rate(*optimizer_, learning_rate);  // a write on the device, before the replay reads it
+    // A write on the device before the replay reads it, or, for a step that starts on the device
+    // (which takes its rate from the schedule's table), the host's record only.
+    if (step_start_) {
+      record_learning_rate(*optimizer_, learning_rate);
+    } else {
+      set_learning_rate(*optimizer_, learning_rate);
+    }
     const StepResult result = step_graphs_->run(inputs, targets);
     loss = result.loss;
     grad_norm = result.grad_norm;
@@ -361,6 +368,19 @@ void Trainer::start_compiler() {
     if (data_parallel_) phases.exchange = [this] { data_parallel_->finish_gradients(); };
     // Capturable: the step reads the learning rate written before the replay.
     phases.update = [this] { return clipped_step(*optimizer_, parameters_, args_.max_grad_norm); };
+    auto* on_device = dynamic_cast<DeviceStateOptimizer*>(optimizer_.get());
+    if (on_device != nullptr && optimization_enabled(Optimization::device_step_start)) {
+      std::vector<double> learning_rates;
+      for (int64_t step = 0; step < plan_.total_steps; ++step) learning_rates.push_back(args_.learning_rate * schedule_(step));
+      step_start_ = std::make_unique<DeviceStepStart>(learning_rates, state_.global_step, device_);
+      phases.start = [this, on_device](const std::vector<torch::Tensor>& stepped) {
+        step_start_->start_step(on_device->device_learning_rate(),
+                                stepped.empty() ? std::vector<torch::Tensor>{} : on_device->step_counts_advanced_before_next_step(stepped));
+      };
+      phases.track = [this](const torch::Tensor& loss) {
+        track_step_loss(loss, step_start_->steps_done(), loss_since_log_, loss_total_, first_nonfinite_step_);
+      };
+    }
     step_graphs_ = std::make_unique<StepGraphs>(device_, parameters_, std::move(phases), on_event,
                                                 [this](const std::string& warning) { reporter_->warn(warning); });
   }
@@ -494,7 +514,7 @@ int Trainer::train() {
       ++state_.global_step;
       ++step_in_epoch;
       if (trace_) trace_->after_step(state_.global_step);
-      track_step_loss(loss, state_.global_step, loss_since_log_, loss_total_, first_nonfinite_step_);
+      if (!step_start_) track_step_loss(loss, state_.global_step, loss_since_log_, loss_total_, first_nonfinite_step_);  // else the step's own
       if (!device_.is_cuda()) check_finite_loss();  // free on the CPU: stop at the very step
       ++steps_since_log_;
       ++steps_this_run_;

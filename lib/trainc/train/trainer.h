@@ -21,6 +21,7 @@
 #include "trainc/distributed/data_parallel.h"
 #include "trainc/distributed/world.h"
 #include "trainc/models/model.h"
+#include "trainc/train/device_step_start.h"
 #include "trainc/train/lr_schedule.h"
 #include "trainc/train/precision.h"
 #include "trainc/train/reporter.h"
@@ -77,6 +78,7 @@ class Trainer {
   std::optional<BackendChoice> backend_;
   std::unique_ptr<StepCompiler> compiler_;  // set when a compiling backend runs the steps
   std::unique_ptr<StepGraphs> step_graphs_;  // set when the steps run as CUDA graphs
+  std::unique_ptr<DeviceStepStart> step_start_;  // set when those steps start on the device
   std::unique_ptr<KernelTrace> trace_;       // set when TRAINC_PROFILE_TRACE asks for a profiler trace
   StepPlan plan_;
   LrSchedule schedule_;

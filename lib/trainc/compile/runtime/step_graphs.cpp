@@ -88,14 +88,17 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     StepResult result;
     if (phases_.exchange) {
       entry.update = std::make_unique<CudaGraph>(device_, high_priority);
-      entry.graph->run([&] { result.loss = phases_.gradients(inputs, targets); });
+      entry.graph->run([&] { result.loss = start_and_gradients(inputs, targets); });
       phases_.exchange();
       entry.update->run([&] { result.grad_norm = phases_.update(); });
     } else {
       entry.graph->run([&] {
-        result.loss = phases_.gradients(inputs, targets);
+        result.loss = start_and_gradients(inputs, targets);
         result.grad_norm = phases_.update();
       });
+    }
+    for (const at::Tensor& parameter : parameters_) {
+      if (parameter.grad().defined()) entry.stepped.push_back(parameter);
     }
     on_event_({signature, "warm-up", 0.0});
     return result;
@@ -125,10 +128,13 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
       };
     }
     // Past the gradients, nothing reads the input buffers: the next step's batch may be copied in
-    // while this one's update runs.
+    // while this one's update runs. The step's start is the graph's first node, the loss's tracking
+    // a branch nothing after it waits for.
     const auto gradients = [&] {
+      if (phases_.start) phases_.start(entry.stepped);
       entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets);
       entry.graph->mark_inputs_read();
+      if (phases_.track) entry.graph->beside([&] { phases_.track(entry.outputs.loss); });
     };
     if (entry.update) {
       entry.graph->capture(gradients, edit);
@@ -173,10 +179,17 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
   return entry.outputs;
 }
 
+at::Tensor StepGraphs::start_and_gradients(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
+  if (phases_.start) phases_.start({});
+  at::Tensor loss = phases_.gradients(inputs, targets);
+  if (phases_.track) phases_.track(loss);
+  return loss;
+}
+
 StepResult StepGraphs::run_without_graph(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
   clear_gradients();
   StepResult result;
-  result.loss = phases_.gradients(inputs, targets);
+  result.loss = start_and_gradients(inputs, targets);
   if (phases_.exchange) phases_.exchange();
   result.grad_norm = phases_.update();
   return result;

@@ -20,7 +20,8 @@
 // that mark only, so they run while the previous replay's update does, not between two replays.
 // Gradients are set to none before a warm-up and before a capture, so the captured backward
 // writes fresh gradients at every replay: that is the zeroing. Anything else that changes from
-// step to step (the learning rate) must live in device tensors written before run().
+// step to step (the learning rate) must live in device tensors, written before run() or by the
+// step's own start (StepPhases::start), which a graph records as its first node.
 // Past `max_graphs` signatures, new ones run without a graph, with one warning.
 #pragma once
 
@@ -49,6 +50,14 @@ struct StepPhases {
   std::function<void()> exchange;
   // Clipping and the optimizer update: the gradient norm before clipping.
   std::function<at::Tensor()> update;
+  // Optional: the loop's bookkeeping of a step, done by the step itself so that a replay needs no
+  // work on the host's behalf before or after it (train/device_step_start). `start` comes first:
+  // in a capture, with the parameters the captured update steps (those the signature's warm-up gave
+  // gradients), whose step counts it advances; elsewhere with none (the update advances them).
+  std::function<void(const std::vector<at::Tensor>& stepped)> start;
+  // `track(loss)` comes after the gradients, with their loss; in a graph on a branch of its own,
+  // beside the update.
+  std::function<void(const at::Tensor& loss)> track;
 };
 
 struct GraphEvent {
@@ -78,6 +87,7 @@ class StepGraphs {
     int64_t shadow_generation = 0;  // ParameterShadows::generation() at capture
     std::vector<at::Tensor> inputs, targets;  // static buffers the graph reads
     std::vector<at::Tensor> gradients;        // the .grad tensors the captured backward writes
+    std::vector<at::Tensor> stepped;          // the parameters the warm-up gave gradients
     StepResult outputs;                        // buffers the graph writes
   };
   void clear_gradients();
@@ -85,6 +95,8 @@ class StepGraphs {
   // outside them (the exchange) sees this signature's gradients, not another graph's.
   void use_gradients(const Entry& entry);
   StepResult run_without_graph(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets);
+  // The gradients phase between the step's start and its loss's tracking, outside a capture.
+  at::Tensor start_and_gradients(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets);
 
   c10::Device device_;
   std::vector<at::Tensor> parameters_;

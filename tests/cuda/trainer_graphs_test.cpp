@@ -1,0 +1,112 @@
+// On a CUDA GPU, through the real binary: a small GPT trained with whole-step CUDA graphs over
+// eager autograd (backend cudagraphs), whose steps start on the device (train/device_step_start:
+// the learning rate from a table of the warmup-then-cosine schedule, the step counts advanced by
+// the graph's first node, the loss tracked inside the graph), against the same run eager, against
+// the same graphs with the learning rate written before each replay (switch device_step_start
+// off), and resumed from its middle checkpoint. float32 with TF32 off: the graphs replay eager's
+// kernels, so the logged losses agree within 1e-5, and the resumed run ends with the weights of the
+// run it resumed within 1e-6. A learning rate read from the wrong entry of the
+// table, or a step count advanced twice or not at all, moves them by far more. And a run whose
+// loss becomes NaN names the same step under graphs as eagerly.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "support/posix_scratch_dir.h"
+#include "support/posix_trainc_runs.h"
+
+using Catch::Matchers::Contains;
+using namespace trainc::test;
+
+namespace {
+
+struct Scratch : PosixScratchDir {
+  Scratch() : PosixScratchDir("trainc-cuda-trainer") {}
+};
+
+const char* const kConfig =
+    "model: {name: gpt, vocab_size: 97, n_layer: 2, n_head: 2, n_embd: 64, block_size: 32, dropout: 0.0}\n"
+    "data: {kind: synthetic, num_samples: 512, validation_split: 0.0}\n"
+    "learning_rate: 0.003\nwarmup_steps: 4\nlr_scheduler_type: cosine\nweight_decay: 0.1\ntf32: false\n"
+    "per_device_train_batch_size: 8\nlogging_steps: 1\nmax_steps: 24\nsave_steps: 12\n";
+
+void write_config(const Scratch& scratch) {
+  FILE* config = std::fopen(scratch.file("run.yaml").c_str(), "wb");
+  REQUIRE(config != nullptr);
+  std::fputs(kConfig, config);
+  std::fclose(config);
+}
+
+double largest_relative_difference(const std::vector<double>& got, const std::vector<double>& expected, std::size_t first = 0) {
+  REQUIRE(got.size() == expected.size() - first);
+  double largest = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    largest = std::max(largest, std::abs(got[i] - expected[first + i]) / std::abs(expected[first + i]));
+  }
+  return largest;
+}
+
+}  // namespace
+
+TEST_CASE("graphs whose steps start on the device train as eager does and resume in the middle", "[cuda][train]") {
+  Scratch scratch;
+  write_config(scratch);
+  const std::string base = "--config " + scratch.file("run.yaml");
+  const std::string graphs = base + " --torch-compile-backend cudagraphs";
+  const TraincRun eager = run_trainc_in(scratch, "eager", base);
+  INFO(eager.out);
+  REQUIRE(eager.exit_code == 0);
+  const TraincRun started = run_trainc_in(scratch, "started", graphs);
+  INFO(started.out);
+  REQUIRE(started.exit_code == 0);
+  CHECK_THAT(started.out, Contains("cuda graph: captured"));
+  const TraincRun written = run_trainc_in(scratch, "written", graphs, "TRAINC_DISABLE_OPTIMIZATIONS=device_step_start ");
+  INFO(written.out);
+  REQUIRE(written.exit_code == 0);
+  const TraincRun resumed =
+      run_trainc_in(scratch, "resumed", graphs + " --resume-from-checkpoint " + scratch.file("started/checkpoint-12"));
+  INFO(resumed.out);
+  REQUIRE(resumed.exit_code == 0);
+
+  const std::vector<double> expected = logged_losses_in(scratch.file("eager/metrics.jsonl"));
+  REQUIRE(expected.size() == 24);
+  const double against_eager = largest_relative_difference(logged_losses_in(scratch.file("started/metrics.jsonl")), expected);
+  const double against_written = largest_relative_difference(logged_losses_in(scratch.file("started/metrics.jsonl")),
+                                                             logged_losses_in(scratch.file("written/metrics.jsonl")));
+  // The resumed run's metrics.jsonl starts with the checkpoint's 12 records.
+  const double resumed_against_eager = largest_relative_difference(logged_losses_in(scratch.file("resumed/metrics.jsonl")), expected);
+  // Against the uninterrupted graphs (eager's AdamW is ATen's foreach one, a few float32 roundings a
+  // step away from the graphs' kernel).
+  const double weights = largest_weight_difference(scratch.file("resumed/checkpoint-24/model.pt"), scratch.file("started/checkpoint-24/model.pt"));
+  // On stdout, unwrapped, for the GPU script's summary (ctest --verbose).
+  std::cout << "steps started on the device: largest relative loss difference against eager " << against_eager
+            << ", against the rate written before each replay " << against_written << ", resumed at step 12 against eager "
+            << resumed_against_eager << " (tolerance 1e-5), its weights against the uninterrupted run's " << weights << " (tolerance 1e-6)"
+            << std::endl;
+  CHECK(against_eager < 1e-5);
+  CHECK(against_written < 1e-5);
+  CHECK(resumed_against_eager < 1e-5);
+  CHECK(weights < 1e-6);
+}
+
+TEST_CASE("a NaN loss under graphs whose steps start on the device names the step eager names", "[cuda][train]") {
+  Scratch scratch;
+  write_config(scratch);
+  // Updates of about 1e30 from the first step on: the next step's logits overflow.
+  const std::string base = "--config " + scratch.file("run.yaml") + " --learning-rate 1e30 --warmup-steps 0";
+  const TraincRun eager = run_trainc_in(scratch, "eager", base);
+  const TraincRun started = run_trainc_in(scratch, "started", base + " --torch-compile-backend cudagraphs");
+  INFO(eager.out);
+  INFO(started.out);
+  CHECK(eager.exit_code == 1);
+  CHECK(started.exit_code == 1);
+  const auto named_step = [](const std::string& out) {
+    const auto at = out.find("non-finite loss at step ");
+    return at == std::string::npos ? -1 : std::atoi(out.c_str() + at + 24);
+  };
+  CHECK(named_step(eager.out) >= 2);  // a step the graph's replay made, not its warm-up
+  CHECK(named_step(started.out) == named_step(eager.out));
+}
