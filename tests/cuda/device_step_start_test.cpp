@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <limits>
 #include <random>
 #include <vector>

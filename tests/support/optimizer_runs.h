@@ -1,5 +1,5 @@
-// defines: OptimizerRun, initial_parameters, adamw_groups, sgd_groups, trajectory_learning_rate, take_steps,
-//          take_steps_started_on_device, set_clipping_gradients
+// defines: OptimizerRun, initial_parameters, adamw_groups, sgd_groups, trajectory_learning_rate, draw_gradients,
+//          take_steps, take_steps_started_on_device, set_clipping_gradients
 //
 // The same training-free optimizer trajectory under two optimizers, for comparing a capturable
 // optimizer with LibTorch's eager one, or clipping inside an update with clipping before it.

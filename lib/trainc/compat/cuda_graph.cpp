@@ -134,7 +134,7 @@ struct CudaGraph::Impl {
   at::cuda::CUDAGraph graph = new_graph<at::cuda::CUDAGraph>();  // instantiated by capture(), after `edit`
   c10::cuda::CUDAStream beside_work = dedicated_stream("work beside a captured step", index);
   std::vector<c10::cuda::CUDAStream> branches;  // in the capture under way, not yet joined
-  bool marked = false;                          // a mark recorded in the capture under way
+  bool marked = false;                          // a mark recorded in the last capture (reset as one begins)
   bool has_mark = false;                        // the captured graph records inputs_read
   at::cuda::CUDAEvent copied;       // the copies queued for the next replay
   bool copies_pending = false;

@@ -46,7 +46,7 @@ class CudaGraph {
   void mark_inputs_read();
   // Inside capture()'s work: records `work` on a branch of its own that starts at this point of the
   // recorded work and that only the capture's end waits for, so nothing recorded after it waits for
-  // it (the loss's bookkeeping, beside the update).
+  // it (the loss's bookkeeping, beside the update). Work queued after a replay waits for it.
   void beside(const std::function<void()>& work);
   // Queues `copies` (the next replay's inputs copied into the graph's buffers, from pinned host
   // memory) on the device's copy stream, after the last replay passed its mark: they run beside

@@ -33,7 +33,8 @@ class DeviceStateOptimizer {
   // For a step's start on the device: the step counts of `params`, which the caller advances before
   // the next step(); that step then leaves them as they are, and must update exactly these
   // parameters (checked). Each of them has stepped before, so its count exists. Empty for an
-  // optimizer that keeps no counts.
+  // optimizer that keeps no counts. A capture that fails before that step ends the run, so nothing
+  // undoes this.
   virtual std::vector<at::Tensor> step_counts_advanced_before_next_step(const std::vector<at::Tensor>& params) {
     (void)params;
     return {};

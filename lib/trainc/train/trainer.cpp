@@ -366,16 +366,17 @@ void Trainer::start_compiler() {
     phases.gradients = [this](const auto& inputs, const auto& targets) { return accumulate_gradients(inputs, targets); };
     // Data-parallel: the all-reduce runs between the gradients' graph and the update's.
     if (data_parallel_) phases.exchange = [this] { data_parallel_->finish_gradients(); };
-    // Capturable: the step reads the learning rate written before the replay.
+    // Capturable: the step reads the learning rate from a device tensor, written by the step's own
+    // start (below) or before the replay.
     phases.update = [this] { return clipped_step(*optimizer_, parameters_, args_.max_grad_norm); };
     auto* on_device = dynamic_cast<DeviceStateOptimizer*>(optimizer_.get());
     if (on_device != nullptr && optimization_enabled(Optimization::device_step_start)) {
       std::vector<double> learning_rates;
       for (int64_t step = 0; step < plan_.total_steps; ++step) learning_rates.push_back(args_.learning_rate * schedule_(step));
       step_start_ = std::make_unique<DeviceStepStart>(learning_rates, state_.global_step, device_);
-      phases.start = [this, on_device](const std::vector<torch::Tensor>& stepped) {
+      phases.start = [this, on_device](bool captured, const std::vector<torch::Tensor>& stepped) {
         step_start_->start_step(on_device->device_learning_rate(),
-                                stepped.empty() ? std::vector<torch::Tensor>{} : on_device->step_counts_advanced_before_next_step(stepped));
+                                captured ? on_device->step_counts_advanced_before_next_step(stepped) : std::vector<torch::Tensor>{});
       };
       phases.track = [this](const torch::Tensor& loss) {
         track_step_loss(loss, step_start_->steps_done(), loss_since_log_, loss_total_, first_nonfinite_step_);

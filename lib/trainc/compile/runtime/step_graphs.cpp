@@ -129,21 +129,25 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     }
     // Past the gradients, nothing reads the input buffers: the next step's batch may be copied in
     // while this one's update runs. The step's start is the graph's first node, the loss's tracking
-    // a branch nothing after it waits for.
+    // a branch of the graph with the update, which nothing after it waits for (with an exchange, a
+    // branch at the end of the gradients' graph would hold the exchange back).
     const auto gradients = [&] {
-      if (phases_.start) phases_.start(entry.stepped);
+      if (phases_.start) phases_.start(true, entry.stepped);
       entry.outputs.loss = phases_.gradients(entry.inputs, entry.targets);
       entry.graph->mark_inputs_read();
-      if (phases_.track) entry.graph->beside([&] { phases_.track(entry.outputs.loss); });
+    };
+    const auto update = [&](CudaGraph& graph) {
+      if (phases_.track) graph.beside([&] { phases_.track(entry.outputs.loss); });
+      entry.outputs.grad_norm = phases_.update();
     };
     if (entry.update) {
       entry.graph->capture(gradients, edit);
-      entry.update->capture([&] { entry.outputs.grad_norm = phases_.update(); }, edit);
+      entry.update->capture([&] { update(*entry.update); }, edit);
     } else {
       entry.graph->capture(
           [&] {
             gradients();
-            entry.outputs.grad_norm = phases_.update();
+            update(*entry.graph);
           },
           edit);
     }
@@ -180,7 +184,7 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
 }
 
 at::Tensor StepGraphs::start_and_gradients(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
-  if (phases_.start) phases_.start({});
+  if (phases_.start) phases_.start(false, {});
   at::Tensor loss = phases_.gradients(inputs, targets);
   if (phases_.track) phases_.track(loss);
   return loss;

@@ -52,10 +52,11 @@ struct StepPhases {
   std::function<at::Tensor()> update;
   // Optional: the loop's bookkeeping of a step, done by the step itself so that a replay needs no
   // work on the host's behalf before or after it (train/device_step_start). `start` comes first:
-  // in a capture, with the parameters the captured update steps (those the signature's warm-up gave
-  // gradients), whose step counts it advances; elsewhere with none (the update advances them).
-  std::function<void(const std::vector<at::Tensor>& stepped)> start;
-  // `track(loss)` comes after the gradients, with their loss; in a graph on a branch of its own,
+  // in a capture (`captured` true) with the parameters the captured update steps (those the
+  // signature's warm-up gave gradients), whose step counts it advances; elsewhere with none, as the
+  // update advances them.
+  std::function<void(bool captured, const std::vector<at::Tensor>& stepped)> start;
+  // `track(loss)` comes after the gradients, with their loss; in a graph on a branch of its own
   // beside the update.
   std::function<void(const at::Tensor& loss)> track;
 };
