@@ -110,8 +110,7 @@ struct CudaGraph::Impl {
   // The streams a capture branched onto (the copy stream at mark_inputs_read, the branch of
   // beside()) rejoin it: a capture ends with every stream it reached joined.
   void join_branches() {
-    const std::vector<c10::cuda::CUDAStream> open = std::move(branches);
-    branches.clear();
+    const std::vector<c10::cuda::CUDAStream> open = std::exchange(branches, {});
     for (const c10::cuda::CUDAStream& branch : open) {
       at::cuda::CUDAEvent passed;
       passed.record(branch);

@@ -30,6 +30,7 @@
 #include "trainc/train/loss_tracking.h"
 #include "trainc/train/lr_schedule.h"
 #include "trainc/train/optimizer.h"
+#include "trainc/train/output_dir.h"
 
 namespace trainc {
 namespace fs = std::filesystem;
@@ -60,38 +61,6 @@ Trainer::Trainer(const RunConfig& config, std::string config_source, std::vector
       options_(std::move(options)),
       warnings_(std::move(warnings)),
       args_(config_.args) {}
-
-void Trainer::prepare_output_dir() {
-  const fs::path dir(args_.output_dir);
-  const bool resuming = args_.resume_from_checkpoint.has_value();
-  const auto unusable = [&](const std::string& what, const std::error_code& error) {
-    return UserError("output_dir: cannot " + what + " " + args_.output_dir + " (" + error.message() +
-                     "); expected a directory trainc can create and write in");
-  };
-  std::error_code error;
-  const bool exists = fs::exists(dir, error);
-  if (error) throw unusable("look at", error);  // a parent that cannot be searched, say
-  if (exists && !fs::is_directory(dir)) {
-    throw UserError("output_dir: " + args_.output_dir + " exists and is not a directory");
-  }
-  const bool non_empty = exists && !fs::is_empty(dir);
-  if (non_empty && !resuming) {
-    if (!args_.overwrite_output_dir) {
-      throw UserError("output_dir: " + args_.output_dir +
-                      " is not empty; set overwrite_output_dir: true to replace its checkpoints and metrics, or "
-                      "resume_from_checkpoint: true to continue the run in it");
-    }
-    // Replace what a previous run wrote; leave anything else the user keeps there.
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      const std::string name = entry.path().filename().string();
-      if (checkpoint_step(entry.path().string()) >= 0) remove_checkpoint(entry.path().string());
-      if (name == "metrics.jsonl" || name == "run_config.yaml") fs::remove(entry.path());
-    }
-  }
-  fs::create_directories(dir, error);
-  if (error) throw unusable("create", error);
-  remove_stale_checkpoint_files(args_.output_dir);
-}
 
 void Trainer::print_header() const {
   const int64_t accumulation = args_.gradient_accumulation_steps;
@@ -460,7 +429,7 @@ int Trainer::train() {
   config_yaml_ = to_yaml_text(config_);
   // Rank 0 owns output_dir; the other ranks log warnings only (Hugging Face's log_level_replica).
   if (world_.is_main()) {
-    prepare_output_dir();
+    prepare_output_dir(args_);
     std::ofstream(fs::path(args_.output_dir) / "run_config.yaml") << config_yaml_;
   }
   configure_logging(world_.is_main() ? args_.log_level : "warning");

@@ -42,7 +42,6 @@ class Trainer {
   // output directory is touched.
   void setup();
   void start_compiler();
-  void prepare_output_dir();
   void print_header() const;
   // One optimizer step. The loss and gradient norm stay on the device: no host sync.
   void run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, torch::Tensor& grad_norm);
