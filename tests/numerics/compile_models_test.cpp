@@ -15,7 +15,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <random>
 
 #include "trainc/compat/torch_compat.h"
 #include "support/kernel_cache.h"
@@ -27,6 +26,7 @@
 using namespace trainc;
 using trainc::test::relative_error;
 using trainc::test::test_device;
+using trainc::test::test_seed;
 
 namespace {
 
@@ -75,12 +75,6 @@ LossFunction loss_of(Model& model, bool bf16) {
     }
     return cross_entropy_loss(logits, targets, 0.1);
   };
-}
-
-// Fresh every run, and printed with any failure so that it can be replayed (TRAINC_TEST_SEED).
-uint64_t test_seed() {
-  const char* replay = std::getenv("TRAINC_TEST_SEED");
-  return replay != nullptr ? std::stoull(replay) : std::random_device{}() % (1u << 30);
 }
 
 // One step compiled against the same step eagerly. Returns whether every float32 gradient is

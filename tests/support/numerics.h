@@ -1,10 +1,14 @@
-// defines: relative_error, normwise_relative_error, test_device — how the numerics tests compare a
-// result with eager's, and where they run
+// defines: relative_error, normwise_relative_error, test_device, test_seed — how the numerics tests
+// compare a result with eager's, where they run, and what they draw
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
 
 namespace trainc::test {
 
@@ -16,6 +20,13 @@ inline at::Device test_device() {
 #else
   return at::kCPU;
 #endif
+}
+
+// A test's random seed: fresh every run, and printed with any failure so that it can be replayed
+// (TRAINC_TEST_SEED).
+inline uint64_t test_seed() {
+  const char* replay = std::getenv("TRAINC_TEST_SEED");
+  return replay != nullptr ? std::stoull(replay) : std::random_device{}() % (1u << 30);
 }
 
 // max |got - expected| relative to the largest magnitude of `expected`.
