@@ -120,13 +120,15 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
   return loss;
 }
 
+double Trainer::learning_rate_at(int64_t steps_done) const { return args_.learning_rate * schedule_(steps_done); }
+
 void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, torch::Tensor& grad_norm) {
   std::vector<torch::Tensor> inputs, targets;
   for (const Batch& batch : micro_batches) {
     inputs.push_back(batch.inputs);
     targets.push_back(batch.targets);
   }
-  const double learning_rate = args_.learning_rate * schedule_(state_.global_step);
+  const double learning_rate = learning_rate_at(state_.global_step);
   if (step_graphs_) {
     // A write on the device before the replay reads it, or, for a step that starts on the device
     // (which takes its rate from the schedule's table), the host's record only.
@@ -184,7 +186,7 @@ void Trainer::log_step(double epoch) {
   // The mean over the ranks, as Hugging Face logs it (a collective: every rank logs at the same steps).
   const double loss = mean_over_ranks(loss_since_log_) / static_cast<double>(steps_since_log_);
   const double grad_norm = last_grad_norm_.item<double>();
-  const double learning_rate = args_.learning_rate * schedule_(state_.global_step);
+  const double learning_rate = learning_rate_at(state_.global_step);
   const double samples_per_second = static_cast<double>(samples_since_log_) / std::max(seconds, 1e-9);
   const double step_time_ms = 1000.0 * seconds / static_cast<double>(steps_since_log_);
   nlohmann::json event = {{"loss", loss},
@@ -341,7 +343,7 @@ void Trainer::start_compiler() {
     auto* on_device = dynamic_cast<DeviceStateOptimizer*>(optimizer_.get());
     if (on_device != nullptr && optimization_enabled(Optimization::device_step_start)) {
       std::vector<double> learning_rates;
-      for (int64_t step = 0; step < plan_.total_steps; ++step) learning_rates.push_back(args_.learning_rate * schedule_(step));
+      for (int64_t step = 0; step < plan_.total_steps; ++step) learning_rates.push_back(learning_rate_at(step));
       step_start_ = std::make_unique<DeviceStepStart>(learning_rates, state_.global_step, device_);
       phases.start = [this, on_device](bool captured, const std::vector<torch::Tensor>& stepped) {
         step_start_->start_step(on_device->device_learning_rate(),

@@ -51,6 +51,9 @@ class Trainer {
   // Throws (exit 1) if any step so far had a non-finite loss. A host sync: called at every step on
   // the CPU, and before each log record, evaluation and save on a GPU.
   void check_finite_loss();
+  // The learning rate of the step that starts with `steps_done` steps done: the schedule's factor
+  // times learning_rate (the one rule for each step's rate, its log record and the device's table).
+  double learning_rate_at(int64_t steps_done) const;
   // A 0-dim device tensor's value averaged over the ranks (a collective when data-parallel), on the host.
   double mean_over_ranks(const torch::Tensor& value) const;
   void log_step(double epoch);
