@@ -141,10 +141,9 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
   phases.gradients = gradients;
   if (with_exchange) phases.exchange = exchange;
   phases.update = [&] { return clipped_step(*optimizer, params, 1.0); };  // as the trainer's graphs do
-  const auto learning_rate = [](int step) { return 3e-3 * (1.0 - step / 60.0); };
-  std::vector<double> rates;
-  for (int step = 0; step < 50; ++step) rates.push_back(learning_rate(step));
-  DeviceStepStart start(rates, 0, kGpu);
+  const auto learning_rate = [](int64_t step) { return 3e-3 * (1.0 - static_cast<double>(step) / 60.0); };
+  // A window of 8: the 50 steps refill the table's ring 12 times, between replays as the trainer does.
+  DeviceStepStart start(learning_rate, 0, kGpu, 8);
   const auto on_gpu = torch::TensorOptions().device(kGpu);
   torch::Tensor since_log = torch::zeros({}, on_gpu.dtype(torch::kDouble)), total = torch::zeros({}, on_gpu.dtype(torch::kDouble));
   torch::Tensor first_nonfinite = torch::full({}, -1, on_gpu.dtype(torch::kLong));
@@ -178,7 +177,11 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
       inputs.push_back(on_host ? tokens.pin_memory() : tokens.to(kGpu));
       targets.push_back(on_host ? ((tokens * 7 + 3) % 97).pin_memory() : ((tokens * 7 + 3) % 97).to(kGpu));
     }
-    if (!device_start) set_learning_rate(*optimizer, learning_rate(step));
+    if (device_start) {
+      start.before_step(step);
+    } else {
+      set_learning_rate(*optimizer, learning_rate(step));
+    }
     if (step == halve_table_at) {
       torch::NoGradGuard no_grad;
       embedding.mul_(0.5);

@@ -6,8 +6,9 @@
 // off), and resumed from its middle checkpoint. float32 with TF32 off: the graphs replay eager's
 // kernels, so the logged losses agree within 1e-5, and the resumed run ends with the weights of the
 // run it resumed within 1e-6. A learning rate read from the wrong entry of the
-// table, or a step count advanced twice or not at all, moves them by far more. And a run whose
-// loss becomes NaN names the same step under graphs as eagerly.
+// table, or a step count advanced twice or not at all, moves them by far more. A run of more steps
+// than the table holds at once takes the same rates. And a run whose loss becomes NaN names the
+// same step under graphs as eagerly.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -33,10 +34,10 @@ const char* const kConfig =
     "learning_rate: 0.003\nwarmup_steps: 4\nlr_scheduler_type: cosine\nweight_decay: 0.1\ntf32: false\n"
     "per_device_train_batch_size: 8\nlogging_steps: 1\nmax_steps: 24\nsave_steps: 12\n";
 
-void write_config(const Scratch& scratch) {
+void write_config(const Scratch& scratch, const char* text = kConfig) {
   FILE* config = std::fopen(scratch.file("run.yaml").c_str(), "wb");
   REQUIRE(config != nullptr);
-  std::fputs(kConfig, config);
+  std::fputs(text, config);
   std::fclose(config);
 }
 
@@ -109,4 +110,43 @@ TEST_CASE("a NaN loss under graphs whose steps start on the device names the ste
   };
   CHECK(named_step(eager.out) >= 2);  // a step the graph's replay made, not its warm-up
   CHECK(named_step(started.out) == named_step(eager.out));
+}
+
+TEST_CASE("graphs whose steps start on the device take the schedule's rates past the table's window", "[cuda][train]") {
+  // 4,200 steps of a tiny GPT: past the 4,096 steps the device's table of rates holds at once, so
+  // the trainer refills it twice between replays (train/device_step_start). A rate read from a slot
+  // not yet refilled (at step 4,096, warm-up's 0) would part this run from the one whose rate is
+  // written before each replay; the two replay the same kernels, so they agree to the bit.
+  Scratch scratch;
+  write_config(scratch,
+               "model: {name: gpt, vocab_size: 97, n_layer: 1, n_head: 2, n_embd: 32, block_size: 16, dropout: 0.0}\n"
+               "data: {kind: synthetic, num_samples: 512, validation_split: 0.0}\n"
+               "learning_rate: 0.003\nwarmup_steps: 100\nlr_scheduler_type: linear\ntf32: false\n"
+               "per_device_train_batch_size: 8\nlogging_steps: 50\nmax_steps: 4200\nsave_steps: 4150\n");
+  const std::string graphs = "--config " + scratch.file("run.yaml") + " --torch-compile-backend cudagraphs";
+  const TraincRun started = run_trainc_in(scratch, "started", graphs);
+  INFO(started.out);
+  REQUIRE(started.exit_code == 0);
+  const TraincRun written = run_trainc_in(scratch, "written", graphs, "TRAINC_DISABLE_OPTIMIZATIONS=device_step_start ");
+  INFO(written.out);
+  REQUIRE(written.exit_code == 0);
+  // Resumed past the window's first refill: the table starts from the checkpoint's step.
+  const TraincRun resumed =
+      run_trainc_in(scratch, "resumed", graphs + " --resume-from-checkpoint " + scratch.file("started/checkpoint-4150"));
+  INFO(resumed.out);
+  REQUIRE(resumed.exit_code == 0);
+
+  const std::vector<double> expected = logged_losses_in(scratch.file("written/metrics.jsonl"));
+  REQUIRE(expected.size() == 84);
+  const double losses = largest_relative_difference(logged_losses_in(scratch.file("started/metrics.jsonl")), expected);
+  const double weights =
+      largest_weight_difference(scratch.file("started/checkpoint-4200/model.pt"), scratch.file("written/checkpoint-4200/model.pt"));
+  const double resumed_weights =
+      largest_weight_difference(scratch.file("resumed/checkpoint-4200/model.pt"), scratch.file("started/checkpoint-4200/model.pt"));
+  // On stdout, unwrapped, for the GPU script's summary (ctest --verbose).
+  std::cout << "4,200 steps started on the device against the rate written before each replay: largest relative loss difference "
+            << losses << ", weights " << weights << ", resumed at step 4,150 " << resumed_weights << " (tolerance 1e-6)" << std::endl;
+  CHECK(losses < 1e-6);
+  CHECK(weights < 1e-6);
+  CHECK(resumed_weights < 1e-6);
 }

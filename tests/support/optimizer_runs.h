@@ -83,15 +83,16 @@ inline void take_steps(OptimizerRun& run, int first, int last, uint64_t gradient
 }
 
 // Steps [first, last) of the trajectory, each started by `start` as a whole-step graph's replay
-// starts it: the learning rate from its table (made of trajectory_learning_rate, with `first`
-// steps done), and past the run's first step the step counts of the parameters that get gradients
-// advanced before the update, which leaves them.
+// starts it: the learning rate from its table (of trajectory_learning_rate, with `first` steps
+// done, kept ahead of each step as the trainer keeps it), and past the run's first step the step
+// counts of the parameters that get gradients advanced before the update, which leaves them.
 inline void take_steps_started_on_device(OptimizerRun& run, DeviceStepStart& start, int first, int last, uint64_t gradient_seed) {
   auto& on_device = dynamic_cast<DeviceStateOptimizer&>(*run.optimizer);
   for (int step = first; step < last; ++step) {
     const std::vector<torch::Tensor> stepped = draw_gradients(run, step, gradient_seed);
     const std::vector<torch::Tensor> counts =
         step == first ? std::vector<torch::Tensor>{} : on_device.step_counts_advanced_before_next_step(stepped);
+    start.before_step(step);
     start.start_step(on_device.device_learning_rate(), counts);
     run.optimizer->step();
   }

@@ -1,8 +1,9 @@
 // A training step's start on the device (train/device_step_start), here with ATen's ops on the
 // CPU (its kernel is compared with them in tests/cuda): the learning rate read from the schedule's
-// table at the count of steps done, the count and the optimizer's step counts advanced; the
-// capturable optimizers taking those steps as they take steps whose learning rate is set before
-// each; and the loss's tracking with the step read from the device.
+// table (a ring the host keeps ahead of the steps) at the count of steps done, the count and the
+// optimizer's step counts advanced; the capturable optimizers taking those steps as they take
+// steps whose learning rate is set before each; and the loss's tracking with the step read from
+// the device.
 #include <catch2/catch.hpp>
 
 #include <torch/torch.h>
@@ -19,35 +20,65 @@
 using namespace trainc;
 using namespace trainc::test;
 
-namespace {
-
-std::vector<double> trajectory_table(int steps) {
-  std::vector<double> rates;
-  for (int step = 0; step < steps; ++step) rates.push_back(trajectory_learning_rate(step));
-  return rates;
-}
-
-}  // namespace
-
 TEST_CASE("a step's start takes the learning rate at the count of steps done and advances the counts", "[optimizer]") {
-  DeviceStepStart start({0.1, 0.2, 0.3}, /*steps_done=*/1, torch::kCPU);
+  const auto rate_at = [](int64_t step) { return 0.1 * static_cast<double>(step + 1); };
+  DeviceStepStart start(rate_at, /*steps_done=*/1, torch::kCPU);
   const torch::Tensor rate = torch::zeros({}, torch::kFloat);
   std::vector<torch::Tensor> counts = {torch::full({}, 4.0f), torch::full({}, 7.0f)};
+  start.before_step(1);
   start.start_step(rate, counts);
   CHECK(rate.item<float>() == 0.2f);
   CHECK(start.steps_done().item<int64_t>() == 2);
   CHECK(counts[0].item<float>() == 5.0f);
   CHECK(counts[1].item<float>() == 8.0f);
+  start.before_step(2);
   start.start_step(rate, {});
   CHECK(rate.item<float>() == 0.3f);
   CHECK(counts[0].item<float>() == 5.0f);
-  // Past the table's end, its last rate.
-  start.start_step(rate, {counts[1]});
-  CHECK(rate.item<float>() == 0.3f);
-  CHECK(start.steps_done().item<int64_t>() == 4);
-  CHECK(counts[1].item<float>() == 9.0f);
   CHECK_THROWS_WITH(start.start_step(torch::zeros({}, torch::kDouble), {}), Catch::Contains("float32 scalar"));
   CHECK_THROWS_WITH(start.start_step(rate, {torch::zeros({2})}), Catch::Contains("step count"));
+}
+
+TEST_CASE("the learning rates' table is a ring the host keeps ahead of the steps", "[optimizer]") {
+  // Rates no float32 rounding can confuse: each step's own.
+  const auto rate_at = [](int64_t step) { return static_cast<double>(step + 1); };
+  const torch::Tensor rate = torch::zeros({}, torch::kFloat);
+  SECTION("step by step, from a resumed run's count, through many refills of a window of 4") {
+    DeviceStepStart start(rate_at, /*steps_done=*/7, torch::kCPU, /*window=*/4);
+    for (int64_t step = 7; step < 40; ++step) {
+      INFO("step " << step);
+      start.before_step(step);
+      start.start_step(rate, {});
+      CHECK(rate.item<float>() == static_cast<float>(step + 1));
+    }
+    CHECK(start.steps_done().item<int64_t>() == 40);
+  }
+  SECTION("several steps queued between two calls, within the window's next half") {
+    DeviceStepStart start(rate_at, 0, torch::kCPU, /*window=*/8);
+    for (int64_t step = 0; step < 40; ++step) {
+      INFO("step " << step);
+      if (step % 4 == 0) start.before_step(step);  // holds the step and at least the next 3
+      start.start_step(rate, {});
+      CHECK(rate.item<float>() == static_cast<float>(step + 1));
+    }
+  }
+  SECTION("a jump forward past the whole window") {
+    DeviceStepStart start(rate_at, 0, torch::kCPU, /*window=*/4);
+    start.before_step(0);
+    start.start_step(rate, {});
+    start.steps_done().fill_(1001);
+    start.before_step(1001);
+    start.start_step(rate, {});
+    CHECK(rate.item<float>() == 1002.0f);
+    CHECK_THROWS_WITH(start.before_step(5), Catch::Contains("steps go forward (asked for step 5, the table starts at step 1000)"));
+  }
+  SECTION("a billion steps cost no more than a window") {
+    DeviceStepStart start(rate_at, 999999998, torch::kCPU);
+    start.before_step(999999998);
+    start.start_step(rate, {});
+    CHECK(rate.item<float>() == 999999999.0f);
+  }
+  CHECK_THROWS_WITH(DeviceStepStart(rate_at, 0, torch::kCPU, 6), Catch::Contains("the window must be a power of two, not 6"));
 }
 
 TEST_CASE("capturable optimizers take steps started on the device as steps whose rate is set before each", "[optimizer]") {
@@ -67,7 +98,7 @@ TEST_CASE("capturable optimizers take steps started on the device as steps whose
     make(set_before);
     make(started);
     take_steps(set_before, 0, 30, seed + 1);
-    DeviceStepStart start(trajectory_table(30), 0, torch::kCPU);
+    DeviceStepStart start(trajectory_learning_rate, 0, torch::kCPU, /*window=*/8);  // refilled three times
     take_steps_started_on_device(started, start, 0, 30, seed + 1);
     CHECK(start.steps_done().item<int64_t>() == 30);
     // The same float32 arithmetic on the same values: the same bits. A count advanced twice, or not

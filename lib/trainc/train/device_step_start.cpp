@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "trainc/common/error.h"
+#include "trainc/compat/cuda_graph.h"
 #include "trainc/compile/runtime/runtime_kernels.h"
 
 namespace trainc {
@@ -33,7 +35,7 @@ extern "C" __global__ void __launch_bounds__(TRAINC_COUNTS) trainc_step_start(co
   if (threadIdx.x < counts.n) *counts.count[threadIdx.x] += 1.0f;
   if (threadIdx.x == 0 && learning_rate != nullptr) {
     const long long done = *steps_done;
-    *learning_rate = table[done < 0 ? 0 : (done < table_size ? done : table_size - 1)];
+    *learning_rate = table[done & (table_size - 1)];  // a ring: table_size is a power of two
     *steps_done = done + 1;
   }
 }
@@ -50,13 +52,45 @@ bool device_float_scalar(const at::Tensor& t, c10::Device device) {
 
 }  // namespace
 
-DeviceStepStart::DeviceStepStart(const std::vector<double>& learning_rates, int64_t steps_done, c10::Device device) {
-  TRAINC_CHECK(!learning_rates.empty(), "DeviceStepStart: an empty learning-rate table");
-  // Rounded to float32 as a fill of the float32 learning rate rounds the schedule's double.
-  table_ = at::tensor(learning_rates, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat).to(device);
+DeviceStepStart::DeviceStepStart(LearningRateAt learning_rate_at, int64_t steps_done, c10::Device device, int64_t window)
+    : learning_rate_at_(std::move(learning_rate_at)), window_(window) {
+  TRAINC_CHECK(window >= 2 && (window & (window - 1)) == 0, "DeviceStepStart: the window must be a power of two, not " + std::to_string(window));
+  TRAINC_CHECK(steps_done >= 0, "DeviceStepStart: a negative count of steps done (" + std::to_string(steps_done) + ")");
+  const int64_t half = window_ / 2;
+  held_from_ = steps_done / half * half;
+  table_ = at::empty({window_}, at::TensorOptions().dtype(at::kFloat).device(device));
+  fill_half(held_from_);
+  fill_half(held_from_ + half);
   steps_done_ = at::full({}, steps_done, at::TensorOptions().dtype(at::kLong).device(device));
   // The kernel is built now: a CUDA graph's capture, where a step's start is recorded, cannot load it.
   if (TRAINC_WITH_CUDA && device.is_cuda()) kernels().function(0);
+}
+
+void DeviceStepStart::before_step(int64_t steps_done) {
+  TRAINC_CHECK(steps_done >= held_from_, "DeviceStepStart: steps go forward (asked for step " + std::to_string(steps_done) +
+                                             ", the table starts at step " + std::to_string(held_from_) + ")");
+  TRAINC_CHECK(!cuda_stream_capturing(), "DeviceStepStart: before_step inside a CUDA graph's capture (it goes between steps)");
+  const int64_t half = window_ / 2;
+  const int64_t wanted_from = steps_done / half * half;
+  if (wanted_from == held_from_) return;
+  // The slots of steps before wanted_from are free: every step that reads them was queued before
+  // this copy, on a stream this copy is ordered after.
+  for (int64_t first = std::max(held_from_ + window_, wanted_from); first < wanted_from + window_; first += half) fill_half(first);
+  held_from_ = wanted_from;
+}
+
+void DeviceStepStart::fill_half(int64_t first) {
+  const int64_t half = window_ / 2;
+  std::vector<double> rates;
+  rates.reserve(static_cast<std::size_t>(half));
+  for (int64_t step = first; step < first + half; ++step) rates.push_back(learning_rate_at_(step));
+  // Rounded to float32 as a fill of the float32 learning rate rounds the schedule's double.
+  at::Tensor values = at::tensor(rates, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);
+  const bool on_gpu = table_.device().is_cuda();
+  // From pinned memory, asynchronously: ATen's host allocator keeps the buffer until the copy is done.
+  if (on_gpu) values = values.pin_memory();
+  const int64_t slot = first % window_;
+  table_.slice(0, slot, slot + half).copy_(values, /*non_blocking=*/on_gpu);
 }
 
 void DeviceStepStart::start_step(const at::Tensor& learning_rate, const std::vector<at::Tensor>& step_counts) {
@@ -66,7 +100,7 @@ void DeviceStepStart::start_step(const at::Tensor& learning_rate, const std::vec
     TRAINC_CHECK(device_float_scalar(count, device), "DeviceStepStart: a step count must be a float32 scalar on " + device.str());
   }
   if (!(TRAINC_WITH_CUDA && device.is_cuda())) {
-    learning_rate.copy_(table_.index_select(0, steps_done_.clamp(0, table_.size(0) - 1).reshape({1})).reshape({}));
+    learning_rate.copy_(table_.index_select(0, steps_done_.remainder(window_).reshape({1})).reshape({}));
     steps_done_.add_(1);
     if (!step_counts.empty()) at::_foreach_add_(step_counts, 1.0);
     return;

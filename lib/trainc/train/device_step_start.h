@@ -9,22 +9,37 @@
 // work there is free, where the learning rate's write before each replay, and the step counts'
 // increment before the update, each cost a launch on the step's path.
 //
+// The table is a ring of `window` steps' rates, not the whole run's: a run of a billion steps would
+// otherwise compute and hold a billion of them. The host keeps it ahead of the steps it queues
+// (before_step): once the steps it queues pass the middle of the window, the half behind them is
+// refilled with the rates of the next half, by one copy on the current stream, which every step's
+// start (a replay, a warm-up on the graph's stream) is ordered with.
+//
 // On a GPU one kernel (CUDA source compiled once per process with NVRTC, compile/runtime/cuda_modules),
 // a launch per 128 step counts past the first 128; elsewhere the same with ATen's ops.
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <vector>
 
 namespace trainc {
 
 class DeviceStepStart {
  public:
-  // learning_rates[s]: the learning rate of the step that starts with s steps done, for every step
-  // of the run (not empty; a count past the table's end reads its last entry). steps_done: the count
-  // the next step starts from (a resumed run's step).
-  DeviceStepStart(const std::vector<double>& learning_rates, int64_t steps_done, c10::Device device);
+  // The learning rate of the step that starts with `steps_done` steps done.
+  using LearningRateAt = std::function<double(int64_t steps_done)>;
+  static constexpr int64_t kDefaultWindow = 4096;  // 16 KB on the device; one refill per 2,048 steps
+
+  // steps_done: the count the next step starts from (a resumed run's step). window: a power of two,
+  // at least 2.
+  DeviceStepStart(LearningRateAt learning_rate_at, int64_t steps_done, c10::Device device, int64_t window = kDefaultWindow);
+
+  // Before the step that starts with `steps_done` steps done is queued, outside a capture: makes
+  // sure the table holds its rate and those of the steps after it to the window's next half. The
+  // count never goes back, and every step queued since the last call was started once.
+  void before_step(int64_t steps_done);
 
   // Writes the learning rate of the step at the count into `learning_rate` (0-dim float32), adds one
   // to the count and to each of `step_counts` (0-dim float32, the optimizer's), on the current stream.
@@ -34,7 +49,13 @@ class DeviceStepStart {
   const at::Tensor& steps_done() const { return steps_done_; }
 
  private:
-  at::Tensor table_;       // float32 [steps], on the device
+  // Writes the rates of steps [first, first + half) into their slots; `first` a multiple of half.
+  void fill_half(int64_t first);
+
+  LearningRateAt learning_rate_at_;
+  int64_t window_;
+  int64_t held_from_;      // the table holds steps [held_from_, held_from_ + window_), at slot step % window_
+  at::Tensor table_;       // float32 [window_], on the device
   at::Tensor steps_done_;  // int64, 0-dim, on the device
 };
 

@@ -131,8 +131,9 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
   const double learning_rate = learning_rate_at(state_.global_step);
   if (step_graphs_) {
     // A write on the device before the replay reads it, or, for a step that starts on the device
-    // (which takes its rate from the schedule's table), the host's record only.
+    // (which takes its rate from the schedule's table, kept ahead of it here), the host's record only.
     if (step_start_) {
+      step_start_->before_step(state_.global_step);
       record_learning_rate(*optimizer_, learning_rate);
     } else {
       set_learning_rate(*optimizer_, learning_rate);
@@ -342,9 +343,7 @@ void Trainer::start_compiler() {
     phases.update = [this] { return clipped_step(*optimizer_, parameters_, args_.max_grad_norm); };
     auto* on_device = dynamic_cast<DeviceStateOptimizer*>(optimizer_.get());
     if (on_device != nullptr && optimization_enabled(Optimization::device_step_start)) {
-      std::vector<double> learning_rates;
-      for (int64_t step = 0; step < plan_.total_steps; ++step) learning_rates.push_back(learning_rate_at(step));
-      step_start_ = std::make_unique<DeviceStepStart>(learning_rates, state_.global_step, device_);
+      step_start_ = std::make_unique<DeviceStepStart>([this](int64_t step) { return learning_rate_at(step); }, state_.global_step, device_);
       phases.start = [this, on_device](bool captured, const std::vector<torch::Tensor>& stepped) {
         step_start_->start_step(on_device->device_learning_rate(),
                                 captured ? on_device->step_counts_advanced_before_next_step(stepped) : std::vector<torch::Tensor>{});
