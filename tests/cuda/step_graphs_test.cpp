@@ -403,9 +403,10 @@ TEST_CASE("whole-step CUDA graphs train as eager does, bf16 autocast", "[cuda]")
     // max-autotune's GEMMs are the algorithms it measured fastest, not eager's, so they round
     // differently, and 50 bf16 steps of Adam carry that into every weight: seed 294800213 ended
     // 0.0203 (weights) and 0.0211 (held-out logits) from eager in every replay, with every loss
-    // within 0.0044, where the same seed's reduce-overhead section ended 0.0069
-    // (docs/benchmarks.md). Its losses are held to the tolerance; its end to 1.5 times it, as the
-    // largest logit is.
+    // within 0.0044, where the same seed's reduce-overhead section ended 0.0069. Over 60 fresh
+    // seeds on an H200 the weights ended at most 0.0128 from eager's (median 0.0080), the held-out
+    // logits 0.0150 (median 0.0103) and the losses 0.0021 (docs/benchmarks.md). Its losses are held
+    // to the tolerance; its end to 1.5 times it, as the largest logit is: twice the sweep's worst.
     const Trajectory tuned = train("max-autotune", true, seed);
     check_follows(tuned, eager, {2e-2, 1.5, 1.5});
     CHECK(std::count(tuned.compile_outcomes.begin(), tuned.compile_outcomes.end(), "autotuned") == 2);
