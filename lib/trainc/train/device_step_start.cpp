@@ -53,7 +53,7 @@ bool device_float_scalar(const at::Tensor& t, c10::Device device) {
 }  // namespace
 
 DeviceStepStart::DeviceStepStart(LearningRateAt learning_rate_at, int64_t steps_done, c10::Device device, int64_t window)
-    : learning_rate_at_(std::move(learning_rate_at)), window_(window) {
+    : learning_rate_at_(std::move(learning_rate_at)), window_(window), last_step_(steps_done) {
   TRAINC_CHECK(window >= 2 && (window & (window - 1)) == 0, "DeviceStepStart: the window must be a power of two, not " + std::to_string(window));
   TRAINC_CHECK(steps_done >= 0, "DeviceStepStart: a negative count of steps done (" + std::to_string(steps_done) + ")");
   const int64_t half = window_ / 2;
@@ -67,12 +67,14 @@ DeviceStepStart::DeviceStepStart(LearningRateAt learning_rate_at, int64_t steps_
 }
 
 void DeviceStepStart::before_step(int64_t steps_done) {
-  TRAINC_CHECK(steps_done >= held_from_, "DeviceStepStart: steps go forward (asked for step " + std::to_string(steps_done) +
-                                             ", the table starts at step " + std::to_string(held_from_) + ")");
-  TRAINC_CHECK(!cuda_stream_capturing(), "DeviceStepStart: before_step inside a CUDA graph's capture (it goes between steps)");
+  TRAINC_CHECK(steps_done >= last_step_, "DeviceStepStart: steps go forward (asked for step " + std::to_string(steps_done) +
+                                             " after step " + std::to_string(last_step_) + ")");
+  last_step_ = steps_done;
   const int64_t half = window_ / 2;
   const int64_t wanted_from = steps_done / half * half;
   if (wanted_from == held_from_) return;
+  TRAINC_CHECK(!(table_.is_cuda() && cuda_stream_capturing()),
+               "DeviceStepStart: a refill inside a CUDA graph's capture (before_step goes between steps)");
   // The slots of steps before wanted_from are free: every step that reads them was queued before
   // this copy, on a stream this copy is ordered after.
   for (int64_t first = std::max(held_from_ + window_, wanted_from); first < wanted_from + window_; first += half) fill_half(first);

@@ -11,7 +11,7 @@
 //
 // The table is a ring of `window` steps' rates, not the whole run's: a run of a billion steps would
 // otherwise compute and hold a billion of them. The host keeps it ahead of the steps it queues
-// (before_step): once the steps it queues pass the middle of the window, the half behind them is
+// (before_step): once the steps it queues reach the middle of the window, the half behind them is
 // refilled with the rates of the next half, by one copy on the current stream, which every step's
 // start (a replay, a warm-up on the graph's stream) is ordered with.
 //
@@ -38,7 +38,8 @@ class DeviceStepStart {
 
   // Before the step that starts with `steps_done` steps done is queued, outside a capture: makes
   // sure the table holds its rate and those of the steps after it to the window's next half. The
-  // count never goes back, and every step queued since the last call was started once.
+  // count never goes back (a step before the last one asked for is refused), and every step queued
+  // since the last call was started once.
   void before_step(int64_t steps_done);
 
   // Writes the learning rate of the step at the count into `learning_rate` (0-dim float32), adds one
@@ -54,6 +55,7 @@ class DeviceStepStart {
 
   LearningRateAt learning_rate_at_;
   int64_t window_;
+  int64_t last_step_;      // the step before_step was last asked for (at first, the count it started from)
   int64_t held_from_;      // the table holds steps [held_from_, held_from_ + window_), at slot step % window_
   at::Tensor table_;       // float32 [window_], on the device
   at::Tensor steps_done_;  // int64, 0-dim, on the device
