@@ -50,6 +50,24 @@ double largest_relative_difference(const std::vector<double>& got, const std::ve
   return largest;
 }
 
+// The runs both tests below compare, each required to succeed, in `scratch`: under `graphs`, each
+// step started on the device ("started"), the same with the rate written before each replay
+// ("written"), and "started" resumed from its checkpoint at `resume_step` ("resumed"). Returns
+// the output of "started".
+std::string run_started_written_resumed(const Scratch& scratch, const std::string& graphs, int resume_step) {
+  const TraincRun started = run_trainc_in(scratch, "started", graphs);
+  INFO(started.out);
+  REQUIRE(started.exit_code == 0);
+  const TraincRun written = run_trainc_in(scratch, "written", graphs, "TRAINC_DISABLE_OPTIMIZATIONS=device_step_start ");
+  INFO(written.out);
+  REQUIRE(written.exit_code == 0);
+  const std::string checkpoint = scratch.file("started/checkpoint-" + std::to_string(resume_step));
+  const TraincRun resumed = run_trainc_in(scratch, "resumed", graphs + " --resume-from-checkpoint " + checkpoint);
+  INFO(resumed.out);
+  REQUIRE(resumed.exit_code == 0);
+  return started.out;
+}
+
 }  // namespace
 
 TEST_CASE("graphs whose steps start on the device train as eager does and resume in the middle", "[cuda][train]") {
@@ -60,17 +78,8 @@ TEST_CASE("graphs whose steps start on the device train as eager does and resume
   const TraincRun eager = run_trainc_in(scratch, "eager", base);
   INFO(eager.out);
   REQUIRE(eager.exit_code == 0);
-  const TraincRun started = run_trainc_in(scratch, "started", graphs);
-  INFO(started.out);
-  REQUIRE(started.exit_code == 0);
-  CHECK_THAT(started.out, Contains("cuda graph: captured"));
-  const TraincRun written = run_trainc_in(scratch, "written", graphs, "TRAINC_DISABLE_OPTIMIZATIONS=device_step_start ");
-  INFO(written.out);
-  REQUIRE(written.exit_code == 0);
-  const TraincRun resumed =
-      run_trainc_in(scratch, "resumed", graphs + " --resume-from-checkpoint " + scratch.file("started/checkpoint-12"));
-  INFO(resumed.out);
-  REQUIRE(resumed.exit_code == 0);
+  const std::string started_out = run_started_written_resumed(scratch, graphs, 12);
+  CHECK_THAT(started_out, Contains("cuda graph: captured"));
 
   const std::vector<double> expected = logged_losses_in(scratch.file("eager/metrics.jsonl"));
   REQUIRE(expected.size() == 24);
@@ -125,17 +134,7 @@ TEST_CASE("graphs whose steps start on the device take the schedule's rates past
                "learning_rate: 0.003\nwarmup_steps: 100\nlr_scheduler_type: linear\ntf32: false\n"
                "per_device_train_batch_size: 8\nlogging_steps: 50\nmax_steps: 4200\nsave_steps: 2000\n");
   const std::string graphs = "--config " + scratch.file("run.yaml") + " --torch-compile-backend cudagraphs";
-  const TraincRun started = run_trainc_in(scratch, "started", graphs);
-  INFO(started.out);
-  REQUIRE(started.exit_code == 0);
-  const TraincRun written = run_trainc_in(scratch, "written", graphs, "TRAINC_DISABLE_OPTIMIZATIONS=device_step_start ");
-  INFO(written.out);
-  REQUIRE(written.exit_code == 0);
-  // Resumed: the table starts from the checkpoint's step.
-  const TraincRun resumed =
-      run_trainc_in(scratch, "resumed", graphs + " --resume-from-checkpoint " + scratch.file("started/checkpoint-2000"));
-  INFO(resumed.out);
-  REQUIRE(resumed.exit_code == 0);
+  run_started_written_resumed(scratch, graphs, 2000);  // resumed, the table starts from the checkpoint's step
 
   const std::vector<double> expected = logged_losses_in(scratch.file("written/metrics.jsonl"));
   REQUIRE(expected.size() == 84);

@@ -56,11 +56,9 @@ DeviceStepStart::DeviceStepStart(LearningRateAt learning_rate_at, int64_t steps_
     : learning_rate_at_(std::move(learning_rate_at)), window_(window), last_step_(steps_done) {
   TRAINC_CHECK(window >= 2 && (window & (window - 1)) == 0, "DeviceStepStart: the window must be a power of two, not " + std::to_string(window));
   TRAINC_CHECK(steps_done >= 0, "DeviceStepStart: a negative count of steps done (" + std::to_string(steps_done) + ")");
-  const int64_t half = window_ / 2;
-  held_from_ = steps_done / half * half;
   table_ = at::empty({window_}, at::TensorOptions().dtype(at::kFloat).device(device));
-  fill_half(held_from_);
-  fill_half(held_from_ + half);
+  fill_half(held_from());
+  fill_half(held_from() + window_ / 2);
   steps_done_ = at::full({}, steps_done, at::TensorOptions().dtype(at::kLong).device(device));
   // The kernel is built now: a CUDA graph's capture, where a step's start is recorded, cannot load it.
   if (TRAINC_WITH_CUDA && device.is_cuda()) kernels().function(0);
@@ -69,30 +67,30 @@ DeviceStepStart::DeviceStepStart(LearningRateAt learning_rate_at, int64_t steps_
 void DeviceStepStart::before_step(int64_t steps_done) {
   TRAINC_CHECK(steps_done >= last_step_, "DeviceStepStart: steps go forward (asked for step " + std::to_string(steps_done) +
                                              " after step " + std::to_string(last_step_) + ")");
+  const int64_t was_held_from = held_from();
   last_step_ = steps_done;
-  const int64_t half = window_ / 2;
-  const int64_t wanted_from = steps_done / half * half;
-  if (wanted_from == held_from_) return;
+  if (held_from() == was_held_from) return;
   TRAINC_CHECK(!(table_.is_cuda() && cuda_stream_capturing()),
                "DeviceStepStart: a refill inside a CUDA graph's capture (before_step goes between steps)");
-  // The slots of steps before wanted_from are free: every step that reads them was queued before
+  // The slots of steps before held_from() are free: every step that reads them was queued before
   // this copy, on a stream this copy is ordered after.
-  for (int64_t first = std::max(held_from_ + window_, wanted_from); first < wanted_from + window_; first += half) fill_half(first);
-  held_from_ = wanted_from;
+  for (int64_t first = std::max(was_held_from + window_, held_from()); first < held_from() + window_; first += window_ / 2) {
+    fill_half(first);
+  }
 }
+
+int64_t DeviceStepStart::held_from() const { return last_step_ / (window_ / 2) * (window_ / 2); }
 
 void DeviceStepStart::fill_half(int64_t first) {
   const int64_t half = window_ / 2;
-  std::vector<double> rates;
-  rates.reserve(static_cast<std::size_t>(half));
-  for (int64_t step = first; step < first + half; ++step) rates.push_back(learning_rate_at_(step));
-  // Rounded to float32 as a fill of the float32 learning rate rounds the schedule's double.
-  at::Tensor values = at::tensor(rates, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);
-  const bool on_gpu = table_.device().is_cuda();
+  const bool on_gpu = table_.is_cuda();
   // From pinned memory, asynchronously: ATen's host allocator keeps the buffer until the copy is done.
-  if (on_gpu) values = values.pin_memory();
+  at::Tensor rates = at::empty({half}, at::TensorOptions().dtype(at::kFloat).pinned_memory(on_gpu));
+  float* rate = rates.data_ptr<float>();
+  // Rounded to float32 as a fill of the float32 learning rate rounds the schedule's double.
+  for (int64_t k = 0; k < half; ++k) rate[k] = static_cast<float>(learning_rate_at_(first + k));
   const int64_t slot = first % window_;
-  table_.slice(0, slot, slot + half).copy_(values, /*non_blocking=*/on_gpu);
+  table_.slice(0, slot, slot + half).copy_(rates, /*non_blocking=*/on_gpu);
 }
 
 void DeviceStepStart::start_step(const at::Tensor& learning_rate, const std::vector<at::Tensor>& step_counts) {

@@ -50,13 +50,15 @@ class DeviceStepStart {
   const at::Tensor& steps_done() const { return steps_done_; }
 
  private:
+  // The first step the table holds: it holds [held_from(), held_from() + window_), at slot step % window_,
+  // from the start of the half of the window the last step asked for is in.
+  int64_t held_from() const;
   // Writes the rates of steps [first, first + half) into their slots; `first` a multiple of half.
   void fill_half(int64_t first);
 
   LearningRateAt learning_rate_at_;
   int64_t window_;
   int64_t last_step_;      // the step before_step was last asked for (at first, the count it started from)
-  int64_t held_from_;      // the table holds steps [held_from_, held_from_ + window_), at slot step % window_
   at::Tensor table_;       // float32 [window_], on the device
   at::Tensor steps_done_;  // int64, 0-dim, on the device
 };
