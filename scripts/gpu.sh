@@ -207,7 +207,7 @@ for case in ${TRAINC_GPU_CASES:-gpt2 small}; do
         TRAINC_CUDA_GRAPH_DOT="$OUT/traces/$case-graphs-$run" \
         timeout 300 build-gpu/trainc --config configs/gpt2_124m_synthetic.yaml --output-dir "$OUT/$case-trace-$run" ${TRAINC_FLAGS[$case]} \
         $(compile_flags "$([[ $run == without-* || $run == env-* ]] && echo reduce-overhead || echo "$run")") --dump-dir "$OUT/$case-dump-$run" > "$OUT/$case-trace-$run.log" 2>&1 &&
-        python3 scripts/bench/trace_summary.py "$OUT/traces/$case-$run.json" 3 --top 60 \
+        python3 scripts/bench/trace_summary.py "$OUT/traces/$case-$run.json" 3 --top 60 --sequence \
           --sources "$OUT/$case-dump-$run"/*.cu > "$OUT/$case-trace-$run.txt" 2>&1
     done
   fi

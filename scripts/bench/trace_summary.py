@@ -2,11 +2,13 @@
 """Where a traced step's GPU time goes: the kernels, copies and fills of a Chrome trace (trainc's
 TRAINC_PROFILE_TRACE, or torch.profiler's export_chrome_trace), totalled by name.
 
-Usage: trace_summary.py TRACE.json STEPS [--top N] [--sources FILE.cu ...]
+Usage: trace_summary.py TRACE.json STEPS [--top N] [--sources FILE.cu ...] [--sequence]
 Prints the GPU's busy time per step, then the largest names per step with their count per step.
 With --sources (the generated CUDA that --dump-dir writes), each generated kernel's line also
 gives what it does and the bandwidth it reached: the bytes its header comment says it moves over
-its time per call. Copies, casts, fills and ATen's other kernels are also listed by the CPU op that launched them (the
+its time per call. With --sequence, it also lists one whole step's GPU events in the order they
+started, each with its stream, its start from the step's start, its duration and the gap since the
+previous event on its stream: the step's path, kernel by kernel. Copies, casts, fills and ATen's other kernels are also listed by the CPU op that launched them (the
 profiler links each GPU event to it; a replayed CUDA graph's events link to the replay only)."""
 import argparse
 import collections
@@ -104,12 +106,40 @@ def timeline(events, steps, cpu_op_of, top):
         print(f"  {gap:8.1f} us  {short(before['name'], 50)} -> {short(after['name'], 50)}  [{op[:50]}]")
 
 
+def sequence(events, headers):
+    """One step's GPU events in start order, from the end of the first AdamW kernel to the end of
+    the next (the step's update closes it), each with its stream and the idle time on that stream
+    before it."""
+    gpu = sorted(((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e) for e in events
+                  if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES), key=lambda event: event[:2])
+    ends = [end for _, end, event in gpu if "adamw" in event["name"].lower()]
+    if len(ends) < 2:
+        print("sequence: fewer than two AdamW kernels in the trace; no step to list")
+        return
+    first, last = ends[0], next(end for end in ends if end > ends[0] + 1.0)
+    print(f"sequence: one step, {last - first:.1f} us from an AdamW kernel's end to the next's "
+          "(start and gap in us; stream; duration in us; kernel)")
+    stream_end = {}
+    for start, end, event in gpu:
+        if start < first - 0.01 or end > last + 0.01:
+            continue
+        stream = event.get("tid", "?")
+        gap = start - stream_end.get(stream, first)
+        stream_end[stream] = end
+        name = event["name"]
+        label = short(name, 70)
+        if name in headers:
+            label += "  [" + headers[name][0].split(": ", 1)[-1][:90] + "]"
+        print(f"  {start - first:8.1f} {gap:6.1f}  s{stream!s:<4} {end - start:7.1f}  {label}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("trace")
     parser.add_argument("steps", type=int, help="how many steps the trace holds")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--sources", nargs="*", default=[], help="generated .cu files (--dump-dir) naming trainc's kernels")
+    parser.add_argument("--sequence", action="store_true", help="list one step's GPU events in the order they started")
     args = parser.parse_args()
     with open(args.trace) as f:
         events = json.load(f)["traceEvents"]
@@ -177,6 +207,8 @@ def main():
                 line += f"  {moved / (us / count[name] * 1e-6) / 1e12:5.2f} TB/s"
             line += f"  [{description[:200]}]"
         print(line)
+    if args.sequence:
+        sequence(events, headers)
 
 
 if __name__ == "__main__":
