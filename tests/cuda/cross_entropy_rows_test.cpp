@@ -81,17 +81,20 @@ TEST_CASE("one-pass cross-entropy: masked (-inf) logits count for nothing, a NaN
     at::Tensor training_loss = torch::empty({rows}, cuda);
     at::Tensor gradient = storage.clone().narrow(1, offset, vocabulary);
     cross_entropy_rows_loss_and_dlogits(gradient, targets, 0.0, training_loss);
-    CHECK(torch::equal(training_loss.narrow(0, 0, 2), loss.narrow(0, 0, 2)));
+    CHECK(relative_error(training_loss.narrow(0, 0, 2), loss.narrow(0, 0, 2)) <= 1e-6);
     CHECK(training_loss.narrow(0, 2, 2).isnan().all().item<bool>());
   }
 }
 
 // The forward's kernel for training: the losses of cross_entropy_rows_forward and the gradient of
 // cross_entropy_rows_backward for a grad of 1, from one launch, aligned rows and misaligned ones.
-// Aligned rows are copied into shared memory and read once (GPT-2's 100 KB rows, above the 48 KB a
-// kernel gets unasked; rows just under 48 KB, which need asking too with the kernel's own static
-// shared memory; short ones); misaligned rows take the two-pass kernel. Either way the same threads
-// sum the same logits in the same order, so the results are the separate kernels'.
+// Misaligned rows take the two-pass kernel, whose results are the separate kernels' exactly (the
+// same threads sum the same logits in the same order). Aligned rows are copied into shared memory
+// and read once (GPT-2's 100 KB rows, above the 48 KB a kernel gets unasked; rows just under 48 KB,
+// which need asking too with the kernel's own static shared memory; short ones), with one
+// exponential a logit kept as float16: the losses within 1e-6 of the separate kernels' (a sum in
+// another order), each gradient within one bf16 rounding of theirs, and most of them equal (a
+// value rounds differently only within 2^-11 of a bf16 rounding boundary: about 3% of them).
 TEST_CASE("one-pass cross-entropy: losses and the gradient together match the separate kernels", "[inductor][cuda]") {
   const int64_t rows = 200;
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
@@ -109,8 +112,17 @@ TEST_CASE("one-pass cross-entropy: losses and the gradient together match the se
         CHECK(cross_entropy_rows_one_pass(together) == (offset == 0));  // on an H200: two rows of 50,257 fit in an SM
         at::Tensor loss = torch::empty({rows}, cuda);
         cross_entropy_rows_loss_and_dlogits(together, targets, smoothing, loss);
-        CHECK(torch::equal(loss, expected_loss));
-        CHECK(torch::equal(together, separate));
+        if (offset != 0) {
+          CHECK(torch::equal(loss, expected_loss));
+          CHECK(torch::equal(together, separate));
+          continue;
+        }
+        CHECK(relative_error(loss, expected_loss) <= 1e-6);
+        const at::Tensor got = together.to(torch::kDouble), expected = separate.to(torch::kDouble);
+        CHECK((got - expected).abs().le(1e-2 * expected.abs() + 1e-7).all().item<bool>());
+        const double equal_share = together.eq(separate).to(torch::kDouble).mean().item<double>();
+        INFO("gradients equal to the separate kernels': " << equal_share);
+        CHECK(equal_share >= 0.9);
       }
     }
   }

@@ -246,13 +246,74 @@ static __device__ __forceinline__ void wait_for_copies() {
 #endif
 }
 
-// The training kernel reading each row once: the block copies its row (16-byte aligned) into
-// shared memory, then takes the statistics and writes the gradient from the copy. The same
-// threads sum the same logits in the same order as the two-pass kernel, so the results are its own.
+// A block's maximum (NaN if any is) and sum of each thread's m and t, for every thread; `scratch`
+// holds 64 floats, free again once every thread has passed the next barrier.
+static __device__ void block_max_and_sum(float& m, float& t, float* scratch) {
+  for (int mask = 16; mask > 0; mask >>= 1) {
+    m = max_keeping_nan(m, __shfl_xor_sync(0xffffffffu, m, mask));
+    t += __shfl_xor_sync(0xffffffffu, t, mask);
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  if (lane == 0) {
+    scratch[warp] = m;
+    scratch[32 + warp] = t;
+  }
+  __syncthreads();
+  m = lane < warps ? scratch[lane] : __int_as_float(0xff800000);
+  t = lane < warps ? scratch[32 + lane] : 0.0f;
+  for (int mask = 16; mask > 0; mask >>= 1) {
+    m = max_keeping_nan(m, __shfl_xor_sync(0xffffffffu, m, mask));
+    t += __shfl_xor_sync(0xffffffffu, t, mask);
+  }
+}
+
+// The larger of each half of two pairs of bf16 (NaN when either is): one instruction from sm_80.
+static __device__ __forceinline__ uint32_t max_bf16x2(uint32_t a, uint32_t b) {
+#if __CUDA_ARCH__ >= 800
+  uint32_t result;
+  asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(result) : "r"(a), "r"(b));
+  return result;
+#else
+  const float low = max_keeping_nan(__uint_as_float(a << 16), __uint_as_float(b << 16));
+  const float high = max_keeping_nan(__uint_as_float(a & 0xffff0000u), __uint_as_float(b & 0xffff0000u));
+  return (__float_as_uint(low) >> 16) | (__float_as_uint(high) & 0xffff0000u);
+#endif
+}
+
+// Two floats rounded to float16 and packed, the first in the low half, and one float16 back.
+static __device__ __forceinline__ uint32_t pack_half2(float low, float high) {
+#if __CUDA_ARCH__ >= 800
+  uint32_t packed;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(high), "f"(low));
+  return packed;
+#else
+  unsigned short low_bits, high_bits;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(low_bits) : "f"(low));
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(high_bits) : "f"(high));
+  return uint32_t(low_bits) | (uint32_t(high_bits) << 16);
+#endif
+}
+static __device__ __forceinline__ float half_to_float(uint32_t bits) {
+  float result;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(result) : "h"(static_cast<unsigned short>(bits & 0xffffu)));
+  return result;
+}
+
+// The training kernel, reading each row once: the block copies its row (16-byte aligned) into
+// shared memory, then takes the row's maximum (one instruction a pair of logits), then each
+// exp(z - max), which it adds up and keeps in the copy in the logit's place, and then the gradient
+// from those: one exponential a logit, where a running maximum (as the two-pass kernels keep)
+// needs the exponential again for the gradient, and the SM's exponential unit (16 a cycle) was as
+// busy as its memory. Each exponential is kept as float16 scaled by 2^14 (at most 2^14 for the
+// largest logit): 11 significant bits down to 2^-28 of the largest, where the gradient is rounded
+// to bf16's 8 bits, so the gradient rounds as one made from the float32 exponential but for
+// values within 2^-11 of a rounding boundary. The losses agree with the two-pass kernels' to
+// float32's rounding of a sum in another order.
 extern "C" __global__ void __launch_bounds__(512, 2) trainc_cross_entropy_loss_and_gradient_shared(uint16_t* __restrict__ logits,
     int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {
   TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   extern __shared__ uint4 row_copy_words[];
+  __shared__ float scratch[64];
   uint16_t* copy = reinterpret_cast<uint16_t*>(row_copy_words);
   const int64_t row = blockIdx.x;
   uint16_t* z = logits + row * row_stride;
@@ -263,11 +324,67 @@ extern "C" __global__ void __launch_bounds__(512, 2) trainc_cross_entropy_loss_a
   __syncthreads();
   const int64_t target = targets[row];
   const float picked = threadIdx.x == 0 && target >= 0 && target < vocabulary ? k_bf16_load(copy[target]) : 0.0f;
-  float lse, total;
-  if (smoothing > 0.0f) row_statistics<true, 8>(copy, vocabulary, lse, total);
-  else row_statistics<false, 8>(copy, vocabulary, lse, total);
-  if (threadIdx.x == 0) loss[row] = lse - (1.0f - smoothing) * picked - (smoothing / vocabulary) * total;
-  write_gradient<8>(copy, z, vocabulary, target, lse, smoothing, 1.0f);
+  // The maximum, and with label smoothing the sum of the logits.
+  uint32_t pair_max = 0xff80ff80u;  // bf16 -infinity twice
+  float total = 0.0f;
+  for (int i = threadIdx.x; i < groups; i += blockDim.x) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(copy + i * 8);
+    pair_max = max_bf16x2(max_bf16x2(raw.x, raw.y), max_bf16x2(pair_max, max_bf16x2(raw.z, raw.w)));
+    if (smoothing > 0.0f) {
+      float v[8];
+      load_logits<8>(copy, i * 8, v);
+      for (int k = 0; k < 8; ++k) total += v[k];
+    }
+  }
+  float m = max_keeping_nan(__uint_as_float(pair_max << 16), __uint_as_float(pair_max & 0xffff0000u));
+  for (int j = groups * 8 + threadIdx.x; j < vocabulary; j += blockDim.x) {
+    const float v = k_bf16_load(copy[j]);
+    m = max_keeping_nan(m, v);
+    if (smoothing > 0.0f) total += v;
+  }
+  block_max_and_sum(m, total, scratch);
+  // 2^14 exp(z - m) = 2^(z log2(e) - m log2(e) + 14); -infinity logits give 0 (a row of them, NaN).
+  const float shift = fmaf(m, kLog2e, -14.0f);
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < groups; i += blockDim.x) {
+    float v[8];
+    load_logits<8>(copy, i * 8, v);
+    for (int k = 0; k < 8; ++k) {
+      v[k] = exp2_fast(fmaf(v[k], kLog2e, -shift));
+      s += v[k];
+    }
+    *reinterpret_cast<uint4*>(copy + i * 8) = make_uint4(pack_half2(v[0], v[1]), pack_half2(v[2], v[3]), pack_half2(v[4], v[5]), pack_half2(v[6], v[7]));
+  }
+  for (int j = groups * 8 + threadIdx.x; j < vocabulary; j += blockDim.x) {
+    const float e = exp2_fast(fmaf(k_bf16_load(copy[j]), kLog2e, -shift));
+    s += e;
+    copy[j] = static_cast<uint16_t>(pack_half2(e, 0.0f));
+  }
+  __syncthreads();  // every thread has read the maximum's scratch
+  float unused = 0.0f;
+  block_max_and_sum(unused, s, scratch);
+  constexpr float kScaleLog = 14.0f * 0.6931471805599453f;  // log(2^14)
+  if (threadIdx.x == 0) loss[row] = m + (logf(s) - kScaleLog) - (1.0f - smoothing) * picked - (smoothing / vocabulary) * total;
+  // The gradient: softmax = scaled exponential / s, less s / V and, at the target, less 1 - s.
+  const float reciprocal = 1.0f / s, scaled_uniform = smoothing / vocabulary, target_term = 1.0f - smoothing;
+  const int64_t target_group = target >= 0 && target < vocabulary ? target / 8 : -1;
+  for (int i = threadIdx.x; i < groups; i += blockDim.x) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(copy + i * 8);
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+    float v[8];
+    for (int k = 0; k < 4; ++k) {
+      v[2 * k] = fmaf(half_to_float(words[k]), reciprocal, -scaled_uniform);
+      v[2 * k + 1] = fmaf(half_to_float(words[k] >> 16), reciprocal, -scaled_uniform);
+    }
+    if (i == target_group) {
+      for (int k = 0; k < 8; ++k) v[k] -= i * 8 + k == target ? target_term : 0.0f;
+    }
+    store_logits<8>(z, i * 8, v);
+  }
+  for (int j = groups * 8 + threadIdx.x; j < vocabulary; j += blockDim.x) {
+    const float gradient = fmaf(half_to_float(copy[j]), reciprocal, -scaled_uniform);
+    z[j] = k_bf16_store(j == target ? gradient - target_term : gradient);
+  }
 }
 )";
 
@@ -294,7 +411,7 @@ int one_pass_shared_bytes(int64_t vocabulary) {
 #if TRAINC_WITH_CUDA
   const cudaDeviceProp* properties = at::cuda::getCurrentDeviceProperties();
   const int64_t bytes = (vocabulary * 2 + 15) / 16 * 16;
-  constexpr int64_t kStatic = 1024;    // the reduction's arrays (768 bytes), with room to spare
+  constexpr int64_t kStatic = 1024;    // the reductions' scratch (256 bytes), with room to spare
   constexpr int64_t kReserved = 1024;  // what the driver keeps of each block's shared memory
   const bool fits = properties->major >= 8 && bytes + kStatic <= static_cast<int64_t>(properties->sharedMemPerBlockOptin) &&
                     2 * (bytes + kStatic + kReserved) <= static_cast<int64_t>(properties->sharedMemPerMultiprocessor);
