@@ -77,12 +77,16 @@ TEST_CASE("one-pass cross-entropy: masked (-inf) logits count for nothing, a NaN
     CHECK(relative_error(loss.narrow(0, 0, 2), expected.narrow(0, 0, 2)) <= 1e-5);
     CHECK(loss.narrow(0, 2, 2).isnan().all().item<bool>());
     CHECK(expected.narrow(0, 2, 2).isnan().all().item<bool>());
-    // The training kernel (one pass from shared memory on aligned rows) gives the same losses.
+    // The training kernel (one pass from shared memory on aligned rows) gives the same losses,
+    // within 1e-6, a gradient of exactly 0 at the masked logits, and NaN throughout a NaN row.
     at::Tensor training_loss = torch::empty({rows}, cuda);
     at::Tensor gradient = storage.clone().narrow(1, offset, vocabulary);
     cross_entropy_rows_loss_and_dlogits(gradient, targets, 0.0, training_loss);
     CHECK(relative_error(training_loss.narrow(0, 0, 2), loss.narrow(0, 0, 2)) <= 1e-6);
     CHECK(training_loss.narrow(0, 2, 2).isnan().all().item<bool>());
+    CHECK(gradient.select(0, 0).narrow(0, 0, 5000).eq(0).all().item<bool>());
+    CHECK(gradient.select(0, 1).narrow(0, 100, 3).eq(0).all().item<bool>());
+    CHECK(gradient.narrow(0, 2, 2).isnan().all().item<bool>());
   }
 }
 
@@ -93,18 +97,24 @@ TEST_CASE("one-pass cross-entropy: masked (-inf) logits count for nothing, a NaN
 // and read once (GPT-2's 100 KB rows, above the 48 KB a kernel gets unasked; rows just under 48 KB,
 // which need asking too with the kernel's own static shared memory; short ones), with one
 // exponential a logit kept as float16: the losses within 1e-6 of the separate kernels' (a sum in
-// another order), each gradient within one bf16 rounding of theirs, and most of them equal (a
-// value rounds differently only within 2^-11 of a bf16 rounding boundary: about 3% of them).
+// another order); each gradient within 1% of theirs (a bf16 step is 0.4-0.8%), plus 1e-3 of s / V
+// (where the probability and s / V cancel, float16's 2^-11 of the probability is what is left) and
+// 1e-11 (probabilities under 2^-28 of the row's largest, float16's subnormals, down to 0 under
+// about 2^-39: logits of scale 10 have many); and with logits of scale 3 most of them equal (a
+// value rounds differently only within 2^-11 of a bf16 rounding boundary: a few percent). Targets
+// in the last full group of 8 and past the groups of 8 take the one-hot term there.
 TEST_CASE("one-pass cross-entropy: losses and the gradient together match the separate kernels", "[inductor][cuda]") {
   const int64_t rows = 200;
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
   for (const auto& [vocabulary, stride] : std::vector<std::pair<int64_t, int64_t>>{{50257, 50304}, {24571, 24576}, {1003, 1024}}) {
     for (const int64_t offset : {0, 1}) {
-      for (const double smoothing : {0.0, 0.1}) {
-        INFO("vocabulary " << vocabulary << ", rows starting at element " << offset << ", label smoothing " << smoothing);
-        const at::Tensor storage = (torch::randn({rows, stride}, cuda) * 3).to(torch::kBFloat16);
+      for (const auto& [smoothing, scale] : std::vector<std::pair<double, double>>{{0.0, 3.0}, {0.1, 3.0}, {0.0, 10.0}, {0.1, 10.0}}) {
+        INFO("vocabulary " << vocabulary << ", rows starting at element " << offset << ", label smoothing " << smoothing << ", logits of scale " << scale);
+        const at::Tensor storage = (torch::randn({rows, stride}, cuda) * scale).to(torch::kBFloat16);
         at::Tensor targets = torch::randint(0, vocabulary, {rows}, cuda.dtype(torch::kLong));
         targets.index_put_({torch::tensor({5}, cuda.dtype(torch::kLong))}, -100);
+        targets.index_put_({torch::tensor({0}, cuda.dtype(torch::kLong))}, vocabulary - 1);
+        targets.index_put_({torch::tensor({1}, cuda.dtype(torch::kLong))}, vocabulary / 8 * 8 - 1);
         at::Tensor separate = storage.clone().narrow(1, offset, vocabulary);
         const at::Tensor expected_loss = cross_entropy_rows_forward(separate, targets, smoothing);
         cross_entropy_rows_backward(separate, targets, torch::ones({rows}, cuda), smoothing);
@@ -119,7 +129,8 @@ TEST_CASE("one-pass cross-entropy: losses and the gradient together match the se
         }
         CHECK(relative_error(loss, expected_loss) <= 1e-6);
         const at::Tensor got = together.to(torch::kDouble), expected = separate.to(torch::kDouble);
-        CHECK((got - expected).abs().le(1e-2 * expected.abs() + 1e-7).all().item<bool>());
+        CHECK((got - expected).abs().le(1e-2 * expected.abs() + 1e-3 * smoothing / vocabulary + 1e-11).all().item<bool>());
+        if (scale > 3.0) continue;
         const double equal_share = together.eq(separate).to(torch::kDouble).mean().item<double>();
         INFO("gradients equal to the separate kernels': " << equal_share);
         CHECK(equal_share >= 0.9);

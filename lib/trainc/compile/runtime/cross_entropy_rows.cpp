@@ -53,12 +53,14 @@ template <int W> static __device__ __forceinline__ void store_logits(uint16_t* z
 }
 
 // The kernels are as much arithmetic as memory: each logit is read, exponentiated and (in the
-// backward) written, twice a row. So each logit's work is kept to a few instructions: e^(z - c) is
-// taken as 2^(z * log2(e) - c * log2(e)), one FMA and the hardware's ex2 (within 2 ulp plus the
-// FMA's rounding: about 1e-6 relative for logits up to 20); a group's maximum is one max.NaN a
-// logit; the gradient's scale and smoothing one FMA; two bf16 roundings one cvt; the one-hot term
-// is tested once a group of W. With its row in shared memory, the training kernel went from 1.17 to
-// 0.80 ms for GPT-2's 16384 rows with this (from about 20 instructions a logit to about 10).
+// backward) written. So each logit's work is kept to a few instructions: e^(z - c) is taken as
+// 2^(z * log2(e) - c * log2(e)), one FMA and the hardware's ex2 (within 2 ulp plus the FMA's
+// rounding: about 1e-6 relative for logits up to 20); a group's maximum is one max.NaN a logit (a
+// pair of logits in the training kernel); the gradient's scale and smoothing one FMA; two bf16
+// roundings one cvt; the one-hot term is tested once a group of W. With its row in shared memory,
+// the training kernel went from 1.18 to 0.80 ms for GPT-2's 16384 rows with this (from about 20
+// instructions a logit to about 10), and takes one exponential a logit where the two-pass kernels
+// take two (below).
 constexpr float kLog2e = 1.4426950408889634f;
 
 // 2^x; 2^-inf = 0, NaN stays NaN.
@@ -307,13 +309,15 @@ static __device__ __forceinline__ float half_to_float(uint32_t bits) {
 // busy as its memory. Each exponential is kept as float16 scaled by 2^14 (at most 2^14 for the
 // largest logit): 11 significant bits down to 2^-28 of the largest, where the gradient is rounded
 // to bf16's 8 bits, so the gradient rounds as one made from the float32 exponential but for
-// values within 2^-11 of a rounding boundary. The losses agree with the two-pass kernels' to
-// float32's rounding of a sum in another order.
+// values within 2^-11 (relative) of a rounding boundary; below 2^-28 of the largest, float16's
+// subnormals keep fewer bits, and below about 2^-39 the exponential becomes 0: each probability
+// off by at most 2^-39 (2e-12). The sum adds the float32 exponentials, so the losses agree with
+// the two-pass kernels' to float32's rounding of a sum in another order.
 extern "C" __global__ void __launch_bounds__(512, 2) trainc_cross_entropy_loss_and_gradient_shared(uint16_t* __restrict__ logits,
     int64_t row_stride, int vocabulary, const int64_t* __restrict__ targets, float smoothing, float* __restrict__ loss) {
   TRAINC_WAIT_FOR_PREVIOUS_KERNEL();
   extern __shared__ uint4 row_copy_words[];
-  __shared__ float scratch[64];
+  __shared__ float scratch[128];  // the two reductions' own halves: no barrier between them
   uint16_t* copy = reinterpret_cast<uint16_t*>(row_copy_words);
   const int64_t row = blockIdx.x;
   uint16_t* z = logits + row * row_stride;
@@ -360,12 +364,12 @@ extern "C" __global__ void __launch_bounds__(512, 2) trainc_cross_entropy_loss_a
     s += e;
     copy[j] = static_cast<uint16_t>(pack_half2(e, 0.0f));
   }
-  __syncthreads();  // every thread has read the maximum's scratch
   float unused = 0.0f;
-  block_max_and_sum(unused, s, scratch);
-  constexpr float kScaleLog = 14.0f * 0.6931471805599453f;  // log(2^14)
+  block_max_and_sum(unused, s, scratch + 64);
+  constexpr float kScaleLog = 9.704060527839234f;  // log(2^14)
   if (threadIdx.x == 0) loss[row] = m + (logf(s) - kScaleLog) - (1.0f - smoothing) * picked - (smoothing / vocabulary) * total;
-  // The gradient: softmax = scaled exponential / s, less s / V and, at the target, less 1 - s.
+  // The gradient: softmax = scaled exponential / its row's sum, less smoothing / V and, at the
+  // target, less 1 - smoothing.
   const float reciprocal = 1.0f / s, scaled_uniform = smoothing / vocabulary, target_term = 1.0f - smoothing;
   const int64_t target_group = target >= 0 && target < vocabulary ? target / 8 : -1;
   for (int i = threadIdx.x; i < groups; i += blockDim.x) {
