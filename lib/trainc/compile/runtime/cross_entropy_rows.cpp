@@ -415,7 +415,7 @@ int one_pass_shared_bytes(int64_t vocabulary) {
 #if TRAINC_WITH_CUDA
   const cudaDeviceProp* properties = at::cuda::getCurrentDeviceProperties();
   const int64_t bytes = (vocabulary * 2 + 15) / 16 * 16;
-  constexpr int64_t kStatic = 1024;    // the reductions' scratch (256 bytes), with room to spare
+  constexpr int64_t kStatic = 1024;    // the reductions' scratch (512 bytes), with room to spare
   constexpr int64_t kReserved = 1024;  // what the driver keeps of each block's shared memory
   const bool fits = properties->major >= 8 && bytes + kStatic <= static_cast<int64_t>(properties->sharedMemPerBlockOptin) &&
                     2 * (bytes + kStatic + kReserved) <= static_cast<int64_t>(properties->sharedMemPerMultiprocessor);
