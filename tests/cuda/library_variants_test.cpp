@@ -485,8 +485,10 @@ TEST_CASE("max-autotune measures a call's implementations once and a later run r
 }
 
 // runtime/column_sums against ATen's sum in float64: rows that do not fill the last split,
-// float32 and bf16 inputs, one or two leading axes, keepdim; float32 accumulation over 16k rows
-// stays within 1e-5 of the largest sum. Shapes it does not take are left to ATen.
+// float32 and bf16 inputs, one or two leading axes, keepdim, rows few enough for one kernel
+// (written straight to the result); float32 accumulation over 16k rows stays within 1e-5 of the
+// largest sum. Without a tuner, bf16 sums and float32 sums of one kernel are split over the rows,
+// other float32 sums are ATen's. Shapes it does not take are left to ATen.
 TEST_CASE("sums over leading dimensions split over the rows equal ATen's", "[cuda][autotune]") {
   REQUIRE(torch::cuda::is_available());
   const auto cuda = torch::TensorOptions().device(torch::kCUDA);
@@ -495,14 +497,17 @@ TEST_CASE("sums over leading dimensions split over the rows equal ATen's", "[cud
     std::vector<int64_t> axes;
     at::ScalarType dtype;
     bool keepdim;
+    bool one_pass;  // one split of rows: no finishing kernel
   };
-  const std::vector<Case> cases = {{{16, 1024, 768}, {0, 1}, torch::kBFloat16, false}, {{16, 1024, 3072}, {1, 0}, torch::kFloat, false},
-                                   {{1000, 40}, {0}, torch::kBFloat16, true},          {{3, 7, 2304}, {0, 1}, torch::kFloat, true},
-                                   {{5, 4}, {0}, torch::kFloat, false}};
+  const std::vector<Case> cases = {{{16, 1024, 768}, {0, 1}, torch::kBFloat16, false, false}, {{16, 1024, 3072}, {1, 0}, torch::kFloat, false, false},
+                                   {{1000, 40}, {0}, torch::kBFloat16, true, false},          {{3, 7, 2304}, {0, 1}, torch::kFloat, true, true},
+                                   {{5, 4}, {0}, torch::kFloat, false, true},                 {{8, 256, 256}, {0}, torch::kFloat, false, true},
+                                   {{40, 256}, {0}, torch::kFloat, false, false}};
   for (const Case& c : cases) {
     INFO("shape " << at::IntArrayRef(c.shape) << " over " << at::IntArrayRef(c.axes) << " in " << c.dtype);
     const at::Tensor x = torch::randn(c.shape, cuda).to(c.dtype);
     REQUIRE(column_sums_supported(x, c.axes));
+    CHECK(column_sums_in_one_pass(x, static_cast<int64_t>(c.axes.size())) == c.one_pass);
     ir::Graph graph;
     const ir::ValueId in = graph.add_input("x", {ir::to_dtype(c.dtype), c.shape});
     ir::Attributes axes;
@@ -517,7 +522,7 @@ TEST_CASE("sums over leading dimensions split over the rows equal ATen's", "[cud
       CHECK(got.sizes().vec() == node.type.shape);
       CHECK(got.scalar_type() == ir::to_scalar_type(node.type.dtype));
       CHECK(relative_error(got, expected) < (got.scalar_type() == torch::kBFloat16 ? 1e-2 : 1e-5));
-      CHECK(choose_library_variant(node, {x}, torch::kCUDA, nullptr) == (c.dtype == torch::kBFloat16 ? "split_rows" : ""));
+      CHECK(choose_library_variant(node, {x}, torch::kCUDA, nullptr) == (c.dtype == torch::kBFloat16 || c.one_pass ? "split_rows" : ""));
     }
   }
   CHECK_FALSE(column_sums_supported(torch::randn({8, 6}, cuda), {0}));                               // 24 bytes a row

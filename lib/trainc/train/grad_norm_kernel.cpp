@@ -48,8 +48,17 @@ extern "C" __global__ void __launch_bounds__(256) trainc_grad_square_sums(const 
   const float* grad = lists.grad[t];
   float sum = 0.0f;
   const long long groups_end = end / 4;  // begin is a multiple of 4; the last chunk may end in a partial group
-  for (long long i = begin / 4 + threadIdx.x; i < groups_end; i += blockDim.x) {
-    const float4 g = reinterpret_cast<const float4*>(grad)[i];
+  const float4* groups = reinterpret_cast<const float4*>(grad);
+  long long i = begin / 4 + threadIdx.x;
+  // Four groups' loads in flight before their squares are added, in the order one at a time would
+  // add them (the same sum, bit for bit).
+  for (; i + 3 * blockDim.x < groups_end; i += 4 * blockDim.x) {
+    float4 g[4];
+    for (int u = 0; u < 4; ++u) g[u] = groups[i + u * blockDim.x];
+    for (int u = 0; u < 4; ++u) sum += g[u].x * g[u].x + g[u].y * g[u].y + g[u].z * g[u].z + g[u].w * g[u].w;
+  }
+  for (; i < groups_end; i += blockDim.x) {
+    const float4 g = groups[i];
     sum += g.x * g.x + g.y * g.y + g.z * g.z + g.w * g.w;
   }
   for (long long i = groups_end * 4 + threadIdx.x; i < end; i += blockDim.x) sum += grad[i] * grad[i];

@@ -144,9 +144,14 @@ std::string choose_library_variant(const ir::Node& node, const std::vector<at::T
     return backend ? attention_backend_name(*backend) : "aten";
   }
   // A bf16 sum over the leading dimensions: split over the rows, which on an H200 took 0.020-0.041 ms
-  // where ATen's reduction took 0.033-0.049 ms (GPT-2's gradients of biases); float32 sums stay
-  // ATen's, which read them faster (0.022 against 0.029 ms).
-  if (names.size() == 2 && names[1] == "split_rows" && inputs[0].scalar_type() == at::kBFloat16) return "split_rows";
+  // where ATen's reduction took 0.033-0.049 ms (GPT-2's gradients of biases). Float32 sums stay
+  // ATen's, which read them faster (0.022 against 0.029 ms), unless the rows are few enough for one
+  // kernel without a finish (a position table's gradient, summed over the batch).
+  if (names.size() == 2 && names[1] == "split_rows" &&
+      (inputs[0].scalar_type() == at::kBFloat16 ||
+       column_sums_in_one_pass(inputs[0], static_cast<int64_t>(node.attrs.ints.size())))) {
+    return "split_rows";
+  }
   return "";
 }
 

@@ -199,14 +199,18 @@ Splits splits_of(int64_t rows, int64_t columns, int group) {
 
 // Launches `kernel` over `splits`, its parameters `leading` then (rows, columns, rows per split,
 // tiles, partials), and the finish that adds the splits' partial sums into `out` (float32 [columns]).
+// With one split its sums are the result: they go to `out` and there is no finish, whose one
+// addition a column would give the same bits.
 void launch_split_sums(Kernel kernel, std::vector<void*> leading, Splits splits, at::Tensor& out) {
-  at::Tensor partials = at::empty({splits.count, splits.columns}, out.options());
+  const bool one_split = splits.count == 1;
+  at::Tensor partials = one_split ? out : at::empty({splits.count, splits.columns}, out.options());
   void* partial_data = partials.data_ptr();
   for (void* parameter : {static_cast<void*>(&splits.rows), static_cast<void*>(&splits.columns), static_cast<void*>(&splits.rows_per_split),
                           static_cast<void*>(&splits.tiles), static_cast<void*>(&partial_data)}) {
     leading.push_back(parameter);
   }
   kernels().launch(kernel, static_cast<int64_t>(splits.tiles) * splits.count, kBlock, leading.data());
+  if (one_split) return;
   void* out_data = out.data_ptr();
   void* finish_parameters[] = {&partial_data, &splits.count, &splits.columns, &out_data};
   kernels().launch(kFinish, (splits.columns + 31) / 32, kBlock, finish_parameters);
@@ -230,6 +234,13 @@ bool column_sums_supported(const at::Tensor& x, const std::vector<int64_t>& axes
   const int64_t columns = x.numel() / std::max<int64_t>(rows, 1);
   const int64_t group = x.scalar_type() == at::kBFloat16 ? 8 : 4;
   return rows > 0 && columns > 0 && columns % group == 0 && columns < (int64_t{1} << 30);
+}
+
+bool column_sums_in_one_pass(const at::Tensor& x, int64_t count) {
+  int64_t rows = 1;
+  for (int64_t i = 0; i < count; ++i) rows *= x.size(i);
+  const int64_t columns = x.numel() / std::max<int64_t>(rows, 1);
+  return splits_of(rows, columns, x.scalar_type() == at::kBFloat16 ? 8 : 4).count == 1;
 }
 
 const std::string& column_sums_version() {

@@ -1,10 +1,11 @@
-// defines: column_sums_supported, column_sums, column_sums_version, stack_column_sums_supported, stack_column_sums
+// defines: column_sums_supported, column_sums, column_sums_in_one_pass, column_sums_version, stack_column_sums_supported, stack_column_sums
 //
 // Sums over the leading dimensions of a tensor on a GPU, in float32 and in a fixed order: the
 // gradients of biases and of layer-norm parameters, a sum over every token of a [tokens, width]
 // matrix. Viewed as [rows, columns], each thread block takes a tile of columns (32 threads across,
 // each reading 16 bytes of consecutive columns at a time) and a split of the rows (8 threads down);
-// each split's sums go to a workspace, and a second kernel adds the splits in a fixed order. Splitting the
+// each split's sums go to a workspace, and a second kernel adds the splits in a fixed order (a single
+// split's sums are written as the result, with no second kernel). Splitting the
 // rows gives a GPU enough blocks for narrow matrices (GPT-2's 768 columns make 3 tiles) and keeps
 // the result the same from run to run, which atomics would not. The kernels are CUDA source
 // compiled once per process with NVRTC through the kernel cache (runtime/cuda_modules).
@@ -38,6 +39,10 @@ bool stack_column_sums_supported(const std::array<at::Tensor, 3>& parts, const a
 // Writes `parts` into `stacked` as [B, T, 3, H, D] and their column sums over the B * T rows into
 // `sums` (float32 [3 * H * D], contiguous). The arguments must be supported (above).
 void stack_column_sums(const std::array<at::Tensor, 3>& parts, at::Tensor& stacked, at::Tensor& sums);
+
+// Whether column_sums(x, count) is one kernel: rows few enough for a single split, whose sums are
+// written as the result without a second kernel adding splits. `x` must be supported.
+bool column_sums_in_one_pass(const at::Tensor& x, int64_t count);
 
 // A hash of the kernels' source: part of a tuning key, so that a changed kernel is measured again.
 const std::string& column_sums_version();
