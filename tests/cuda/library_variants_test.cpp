@@ -15,6 +15,8 @@
 
 #include <array>
 #include <iostream>
+#include <utility>
+#include <vector>
 
 #include "support/posix_scratch_dir.h"
 #include "support/numerics.h"
@@ -497,7 +499,7 @@ TEST_CASE("sums over leading dimensions split over the rows equal ATen's", "[cud
     std::vector<int64_t> axes;
     at::ScalarType dtype;
     bool keepdim;
-    bool one_pass;  // one split of rows: no finishing kernel
+    bool one_pass;  // rows few enough for one split: no finishing kernel
   };
   const std::vector<Case> cases = {{{16, 1024, 768}, {0, 1}, torch::kBFloat16, false, false}, {{16, 1024, 3072}, {1, 0}, torch::kFloat, false, false},
                                    {{1000, 40}, {0}, torch::kBFloat16, true, false},          {{3, 7, 2304}, {0, 1}, torch::kFloat, true, true},
@@ -507,7 +509,7 @@ TEST_CASE("sums over leading dimensions split over the rows equal ATen's", "[cud
     INFO("shape " << at::IntArrayRef(c.shape) << " over " << at::IntArrayRef(c.axes) << " in " << c.dtype);
     const at::Tensor x = torch::randn(c.shape, cuda).to(c.dtype);
     REQUIRE(column_sums_supported(x, c.axes));
-    CHECK(column_sums_in_one_pass(x, static_cast<int64_t>(c.axes.size())) == c.one_pass);
+    CHECK(column_sums_rows_in_one_split(x, static_cast<int64_t>(c.axes.size())) == c.one_pass);
     ir::Graph graph;
     const ir::ValueId in = graph.add_input("x", {ir::to_dtype(c.dtype), c.shape});
     ir::Attributes axes;
@@ -534,13 +536,16 @@ TEST_CASE("sums over leading dimensions split over the rows equal ATen's", "[cud
 // dq, dk, dv stacked by the column-sum kernel as it sums them: the stack ATen makes, and the sums
 // column_sums gives that stack, bit for bit (the same order of additions), for gradients laid out as
 // the fused attention kernels return them ([B, T, H, D] in memory) and contiguous, over rows that do
-// not fill the last split. Layouts it does not take are left to ATen.
+// not fill the last split and over rows few enough for one split (no finishing kernel); the sums
+// within 1e-5 of float64's. Layouts it does not take are left to ATen.
 TEST_CASE("attention's gradients stacked and summed in one kernel equal their stack and its column sums", "[cuda][autotune]") {
   REQUIRE(torch::cuda::is_available());
   const auto cuda = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
-  const int64_t b = 3, h = 12, t = 100, d = 64;
-  for (const bool time_major : {true, false}) {
-    INFO((time_major ? "[B, T, H, D] memory" : "contiguous [B, H, T, D]"));
+  const int64_t b = 3, h = 12, d = 64;
+  // Rows of B * T: 300 (splits, the last partial), and 24 (one split).
+  const std::vector<std::pair<int64_t, bool>> layouts = {{100, true}, {100, false}, {8, true}};
+  for (const auto& [t, time_major] : layouts) {
+    INFO((time_major ? "[B, T, H, D] memory" : "contiguous [B, H, T, D]") << ", " << b * t << " rows");
     std::array<at::Tensor, 3> parts;
     for (at::Tensor& part : parts) part = time_major ? torch::randn({b, t, h, d}, cuda).permute({0, 2, 1, 3}) : torch::randn({b, h, t, d}, cuda);
     at::Tensor stacked = torch::empty({b, t, 3, h, d}, cuda);
@@ -550,7 +555,9 @@ TEST_CASE("attention's gradients stacked and summed in one kernel equal their st
     const at::Tensor expected = torch::stack({parts[0].permute({0, 2, 1, 3}), parts[1].permute({0, 2, 1, 3}), parts[2].permute({0, 2, 1, 3})}, 2);
     CHECK(torch::equal(stacked, expected));
     CHECK(torch::equal(sums, column_sums(expected.contiguous().view({b * t, 3 * h * d}), 1)));
+    CHECK(relative_error(sums, expected.to(torch::kDouble).sum({0, 1}).view({3 * h * d})) < 1e-5);
   }
+  const int64_t t = 100;
   at::Tensor stacked = torch::empty({b, t, 3, h, 4}, cuda);
   const at::Tensor narrow_heads = torch::randn({b, h, t, 4}, cuda);  // 8-byte rows of a head
   CHECK_FALSE(stack_column_sums_supported({narrow_heads, narrow_heads, narrow_heads}, stacked));

@@ -27,7 +27,7 @@ enum class Optimization {
   dlogits_in_forward,  // planner: the head's logit gradient made in the forward (passes/dlogits_in_forward)
   bias_epilogue,       // import: a linear layer's bias added inside its GEMM (matmul_bias) instead of by a kernel
   attention_choice,    // GPU: attention's backend picked once per compiled step and called directly
-  column_sums,         // GPU: bf16 sums over leading dimensions split over rows (runtime/column_sums)
+  column_sums,         // GPU: bf16 sums over leading dimensions, and float32 ones over few rows, split over rows (runtime/column_sums)
   sum_to_float,        // inductor: sums of widened bf16 values read the bf16 values (passes/sums_of_widened)
   rematerialize,       // inductor, GPU: stored pointwise values recomputed by their readers (passes/rematerialize)
   attention_lse,       // planner, GPU: attention's output and log-sum-exp kept for its backward (passes/attention_lse_in_forward;

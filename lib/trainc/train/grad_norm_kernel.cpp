@@ -61,7 +61,7 @@ extern "C" __global__ void __launch_bounds__(256) trainc_grad_square_sums(const 
     const float4 g = groups[i];
     sum += g.x * g.x + g.y * g.y + g.z * g.z + g.w * g.w;
   }
-  for (long long i = groups_end * 4 + threadIdx.x; i < end; i += blockDim.x) sum += grad[i] * grad[i];
+  for (long long k = groups_end * 4 + threadIdx.x; k < end; k += blockDim.x) sum += grad[k] * grad[k];
   __shared__ float shared[33];
   sum = k_block_reduce<true>(sum, 0.0f, shared);  // a fixed shuffle tree: the same order every time
   if (threadIdx.x == 0) partials[lists.first_partial + blockIdx.x] = sum;

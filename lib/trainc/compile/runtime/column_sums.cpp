@@ -236,16 +236,17 @@ bool column_sums_supported(const at::Tensor& x, const std::vector<int64_t>& axes
   return rows > 0 && columns > 0 && columns % group == 0 && columns < (int64_t{1} << 30);
 }
 
-bool column_sums_in_one_pass(const at::Tensor& x, int64_t count) {
+bool column_sums_rows_in_one_split(const at::Tensor& x, int64_t count) {
   int64_t rows = 1;
   for (int64_t i = 0; i < count; ++i) rows *= x.size(i);
-  const int64_t columns = x.numel() / std::max<int64_t>(rows, 1);
-  return splits_of(rows, columns, x.scalar_type() == at::kBFloat16 ? 8 : 4).count == 1;
+  return rows <= kMinRowsPerSplit;  // splits_of never cuts fewer rows
 }
 
 const std::string& column_sums_version() {
   // The splits too: max-autotune's choice between these kernels and ATen's was timed with them.
-  static const std::string version = content_hash({kKernels, std::to_string(kTargetBlocks), std::to_string(kMinRowsPerSplit)});
+  // "one split, no finish": a single split's sums became the result without the finishing kernel.
+  static const std::string version =
+      content_hash({kKernels, std::to_string(kTargetBlocks), std::to_string(kMinRowsPerSplit), "one split, no finish"});
   return version;
 }
 

@@ -1,4 +1,4 @@
-// defines: column_sums_supported, column_sums, column_sums_in_one_pass, column_sums_version, stack_column_sums_supported, stack_column_sums
+// defines: column_sums_supported, column_sums, column_sums_rows_in_one_split, column_sums_version, stack_column_sums_supported, stack_column_sums
 //
 // Sums over the leading dimensions of a tensor on a GPU, in float32 and in a fixed order: the
 // gradients of biases and of layer-norm parameters, a sum over every token of a [tokens, width]
@@ -40,9 +40,10 @@ bool stack_column_sums_supported(const std::array<at::Tensor, 3>& parts, const a
 // `sums` (float32 [3 * H * D], contiguous). The arguments must be supported (above).
 void stack_column_sums(const std::array<at::Tensor, 3>& parts, at::Tensor& stacked, at::Tensor& sums);
 
-// Whether column_sums(x, count) is one kernel: rows few enough for a single split, whose sums are
-// written as the result without a second kernel adding splits. `x` must be supported.
-bool column_sums_in_one_pass(const at::Tensor& x, int64_t count);
+// Whether x's rows (the product of its leading `count` dimensions) are few enough to make a single
+// split at any width: column_sums(x, count) is then one kernel, its sums written as the result
+// without a second kernel adding splits.
+bool column_sums_rows_in_one_split(const at::Tensor& x, int64_t count);
 
 // A hash of the kernels' source: part of a tuning key, so that a changed kernel is measured again.
 const std::string& column_sums_version();
