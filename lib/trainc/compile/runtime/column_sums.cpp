@@ -216,6 +216,13 @@ void launch_split_sums(Kernel kernel, std::vector<void*> leading, Splits splits,
   kernels().launch(kFinish, (splits.columns + 31) / 32, kBlock, finish_parameters);
 }
 
+// The rows a sum over x's leading `count` dimensions adds up: their sizes' product.
+int64_t leading_rows(const at::Tensor& x, int64_t count) {
+  int64_t rows = 1;
+  for (int64_t i = 0; i < count; ++i) rows *= x.size(i);
+  return rows;
+}
+
 }  // namespace
 
 bool column_sums_supported(const at::Tensor& x, const std::vector<int64_t>& axes) {
@@ -229,17 +236,14 @@ bool column_sums_supported(const at::Tensor& x, const std::vector<int64_t>& axes
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     if (sorted[i] != static_cast<int64_t>(i)) return false;
   }
-  int64_t rows = 1;
-  for (std::size_t i = 0; i < sorted.size(); ++i) rows *= x.size(static_cast<int64_t>(i));
+  const int64_t rows = leading_rows(x, static_cast<int64_t>(sorted.size()));
   const int64_t columns = x.numel() / std::max<int64_t>(rows, 1);
   const int64_t group = x.scalar_type() == at::kBFloat16 ? 8 : 4;
   return rows > 0 && columns > 0 && columns % group == 0 && columns < (int64_t{1} << 30);
 }
 
 bool column_sums_rows_in_one_split(const at::Tensor& x, int64_t count) {
-  int64_t rows = 1;
-  for (int64_t i = 0; i < count; ++i) rows *= x.size(i);
-  return rows <= kMinRowsPerSplit;  // splits_of never cuts fewer rows
+  return leading_rows(x, count) <= kMinRowsPerSplit;  // splits_of never cuts fewer rows
 }
 
 const std::string& column_sums_version() {
