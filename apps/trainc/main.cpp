@@ -9,7 +9,10 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
 
+#include <cctype>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -36,6 +39,30 @@ std::vector<std::string> normalized_arguments(int argc, char** argv, int first) 
     arguments.push_back(argument);
   }
   return arguments;
+}
+
+// "--output-dir --overwrite-output-dir": a flag that takes a value, followed by another flag rather
+// than its value. The parser would take the second flag as the value (a directory named
+// "--overwrite-output-dir"); write "--output-dir=--x" for such a value on purpose.
+void reject_flags_as_values(int argc, char** argv, int first) {
+  auto takes_value = [](const std::string& flag) {
+    if (flag == "--config" || flag == "--dump-dir" || flag == "--nproc-per-node") return true;
+    std::string key = flag.substr(2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    const trainc::FieldInfo* field = trainc::find_field(key);
+    return field != nullptr && !field->is_bool;
+  };
+  for (int i = first; i + 1 < argc; ++i) {
+    std::string flag = argv[i];
+    const std::string next = argv[i + 1];
+    if (flag.rfind("--", 0) != 0 || flag.find('=') != std::string::npos) continue;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const bool next_is_flag = next.size() > 2 && next.rfind("--", 0) == 0 && std::isalpha(static_cast<unsigned char>(next[2]));
+    if (next_is_flag && takes_value(flag)) {
+      throw trainc::UserError(flag + ": expected a value, got the flag " + next + " (write " + flag + "=" + next +
+                              " if that is the value)");
+    }
+  }
 }
 
 // The command line minus --nproc-per-node (either spelling, "N" or "=N"): what each worker runs.
@@ -98,6 +125,7 @@ int run(int argc, char** argv) {
   }
   app.allow_extras();
 
+  reject_flags_as_values(argc, argv, explain ? 2 : 1);
   try {
     app.parse(normalized_arguments(argc, argv, explain ? 2 : 1));
   } catch (const CLI::CallForHelp& help) {
@@ -129,12 +157,22 @@ int run(int argc, char** argv) {
                                                                                    : std::optional<std::string>(results.back())});
   }
 
+  if (app.count("--config") > 0 && config_path.empty()) throw trainc::UserError("--config: got an empty path, expected a YAML file");
   std::vector<std::string> warnings;
   const trainc::RunConfig config = trainc::build_run_config(
       config_path.empty() ? std::nullopt : std::optional<std::string>(config_path), overrides, &warnings);
   if (print_config) {
     std::cout << trainc::to_yaml_text(config);
     return trainc::kExitOk;
+  }
+  if (!run_options.dump_dir.empty()) {
+    std::error_code error;
+    if (std::filesystem::exists(run_options.dump_dir, error) && !std::filesystem::is_directory(run_options.dump_dir, error)) {
+      throw trainc::UserError("--dump-dir: " + run_options.dump_dir + " exists and is not a directory");
+    }
+    if (!explain && !config.args.torch_compile) {
+      throw trainc::UserError("--dump-dir: writes the compiled steps' graphs, but torch_compile is false (set --torch-compile)");
+    }
   }
   const std::string source = config_path.empty() ? trainc::kBuiltinConfigName : config_path;
   trainc::check_disabled_optimizations();
@@ -172,6 +210,10 @@ int main(int argc, char** argv) {
   } catch (const trainc::UserError& error) {
     std::cerr << "trainc: error: " << error.what() << "\n";
     return error.exit_code();
+  } catch (const c10::Error& error) {
+    // LibTorch's message without its C++ stack, which says nothing to a user.
+    std::cerr << "trainc: error: " << error.what_without_backtrace() << "\n";
+    return trainc::kExitFailure;
   } catch (const std::exception& error) {
     std::cerr << "trainc: error: " << error.what() << "\n";
     return trainc::kExitFailure;

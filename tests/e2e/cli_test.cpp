@@ -84,6 +84,41 @@ TEST_CASE("bad values and missing files exit 2 with one line on stderr", "[e2e][
   CHECK_THAT(result.err, Contains("unexpected argument 'stray'"));
 }
 
+TEST_CASE("a flag that takes a value is not given the next flag as its value", "[e2e][cli]") {
+  ScratchDir dir;
+  CommandResult result = run_trainc("--print-config --output-dir --overwrite-output-dir");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("--output-dir: expected a value, got the flag --overwrite-output-dir"));
+  result = run_trainc("--print-config --metric_for_best_model --bf16");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("--metric-for-best-model: expected a value, got the flag --bf16"));
+  result = run_trainc("--print-config --output-dir=--odd-name");  // spelled out with '=': meant
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("output_dir: --odd-name"));
+  result = run_trainc("--print-config --learning-rate -1e-3");  // a negative number is a value
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("learning_rate: got -0.001"));
+  result = run_trainc("--print-config --bf16 --seed 3");  // a flag without a value is left alone
+  CHECK(result.exit_code == 0);
+}
+
+TEST_CASE("the config and dump paths must be usable", "[e2e][cli]") {
+  ScratchDir dir;
+  CommandResult result = run_trainc("--print-config --config ''");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("--config: got an empty path"));
+  result = run_trainc("--print-config --config " + dir.path());
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.path() + ": is a directory"));
+  const std::string file = dir.write("not_a_dir", "x");
+  result = run_trainc("--max-steps 1 --torch-compile --output-dir " + dir.file("out") + " --dump-dir " + file);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("--dump-dir: " + file + " exists and is not a directory"));
+  result = run_trainc("--max-steps 1 --output-dir " + dir.file("out") + " --dump-dir " + dir.file("dump"));
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("--dump-dir: writes the compiled steps' graphs, but torch_compile is false"));
+}
+
 TEST_CASE("docs/config.md is the reference generated from the field tables", "[e2e][cli][docs]") {
   const CommandResult result = run_trainc("--print-config-reference");
   REQUIRE(result.exit_code == 0);

@@ -164,6 +164,49 @@ TEST_CASE("validation errors name the key, the value and what was expected", "[c
   CHECK_THAT(error_of("model:\n  name: torchscript"), Contains("model.path: required"));
 }
 
+TEST_CASE("sizes and step counts too large for a run are refused", "[config]") {
+  // Beyond these, products of sizes or the double-to-step conversions would overflow.
+  CHECK_THAT(error_of("gradient_accumulation_steps: 9223372036854775807"),
+             Contains("gradient_accumulation_steps: got 9223372036854775807, expected an integer <= 2147483647"));
+  CHECK_THAT(error_of("per_device_eval_batch_size: 2147483648"), Contains("expected an integer <= 2147483647"));
+  CHECK_THAT(error_of("model:\n  hidden_sizes: [4294967297]"), Contains("model.hidden_sizes[0]: got 4294967297"));
+  CHECK_THAT(error_of("model:\n  name: gpt\n  n_head: 1\n  n_embd: 4294967296"), Contains("model.n_embd: got 4294967296"));
+  CHECK_THAT(error_of("warmup_steps: 1e300"), Contains("warmup_steps: got 1e+300, expected a step count <= 1e15"));
+  CHECK_THAT(error_of("save_steps: 1e20"), Contains("save_steps: got 1e+20"));
+  CHECK_THAT(error_of("dataloader_num_workers: 100000"), Contains("dataloader_num_workers: got 100000, expected an integer in [0, 1024]"));
+  CHECK(from_yaml("per_device_train_batch_size: 2147483647\ndataloader_num_workers: 1024").args.dataloader_num_workers == 1024);
+}
+
+TEST_CASE("save_strategy best needs evaluations", "[config]") {
+  CHECK_THAT(error_of("save_strategy: best\nmetric_for_best_model: loss"), Contains("save_strategy: got best") && Contains("eval_strategy is no"));
+  CHECK(from_yaml("save_strategy: best\nmetric_for_best_model: loss\neval_strategy: epoch").args.save_strategy == "best");
+}
+
+TEST_CASE("a config file holds one mapping with each key once", "[config]") {
+  CHECK_THAT(error_of("learning_rate: 0.1\nseed: 1\nlearning_rate: 0.2"), Contains(":3:1: learning_rate: set twice (first at ") && Contains(":1:1)"));
+  CHECK_THAT(error_of("model:\n  name: mlp\nmodel:\n  input_size: 3"), Contains(":3:1: model: set twice"));
+  CHECK_THAT(error_of("model:\n  input_size: 3\n  input_size: 4"), Contains(":3:3: model.input_size: set twice"));
+  CHECK_THAT(error_of("lr_scheduler_kwargs: {num_cycles: 1, num_cycles: 2}"), Contains("lr_scheduler_kwargs.num_cycles: set twice"));
+  CHECK_THAT(error_of("seed: 1\n---\nbogus: 2\n"), Contains("holds 2 YAML documents"));
+  CHECK(from_yaml("---\nseed: 7\n").args.seed == 7);  // one document, with its start marker
+  CHECK_THAT(error_of("~: 2"), Contains(":1:1: expected a key name, got null"));
+  CHECK_THAT(error_of("lr_scheduler_kwargs: {[a]: 1}"), Contains("lr_scheduler_kwargs: got a list, expected key names"));
+  test::ScratchDir dir;
+  try {
+    build_run_config(dir.path(), {}, nullptr);
+    FAIL("no error for a directory");
+  } catch (const UserError& error) {
+    CHECK_THAT(error.what(), Contains(": is a directory; expected a YAML config file"));
+  }
+}
+
+TEST_CASE("numbers a double or an int64 cannot hold are refused, not rounded", "[config]") {
+  CHECK_THAT(error_of("seed: 99999999999999999999999"), Contains("seed: got \"99999999999999999999999\", expected an integer within"));
+  CHECK_THAT(error_of("learning_rate: 1e-400"), Contains("learning_rate: got \"1e-400\", expected 0 or a number of magnitude at least 1e-307"));
+  CHECK(from_yaml("learning_rate: 0.0").args.learning_rate == 0.0);
+  CHECK(from_yaml("learning_rate: 1e-300").args.learning_rate == 1e-300);
+}
+
 TEST_CASE("type errors name the file position, the key, the value and the expected type", "[config]") {
   CHECK_THAT(error_of("learning_rate: fast"), Contains(":1:16: learning_rate: got \"fast\", expected a finite number"));
   CHECK_THAT(error_of("max_steps: 1.5"), Contains("max_steps: got \"1.5\", expected an integer"));

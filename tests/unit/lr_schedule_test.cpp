@@ -6,6 +6,7 @@
 
 #include "trainc/common/error.h"
 #include "trainc/train/lr_schedule.h"
+#include "trainc/train/step_plan.h"
 
 using namespace trainc;
 using Catch::Matchers::Contains;
@@ -75,4 +76,32 @@ TEST_CASE("schedule kwargs are checked", "[schedule]") {
   CHECK_THROWS_WITH(check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", "5"}, {"decay_type", "exp"}}),
                     Contains("expected one of: linear, cosine, 1-sqrt"));
   CHECK_THROWS_WITH(make_lr_schedule("polynomial", {{"lr_end", "1"}}, 0, 10, 1e-3), Contains("expected a value below learning_rate"));
+}
+
+TEST_CASE("schedule kwargs outside their ranges are refused", "[schedule]") {
+  // Each of these would make the learning rate negative, rise above its peak or divide by zero.
+  CHECK_THROWS_WITH(check_lr_scheduler_kwargs("polynomial", {{"lr_end", "-1"}}), Contains("lr_scheduler_kwargs.lr_end: got -1.0, expected a number >= 0"));
+  CHECK_THROWS_WITH(check_lr_scheduler_kwargs("polynomial", {{"power", "-1"}}), Contains("lr_scheduler_kwargs.power: got -1.0"));
+  CHECK_THROWS_WITH(check_lr_scheduler_kwargs("inverse_sqrt", {{"timescale", "0"}}), Contains("expected a number of steps > 0"));
+  CHECK_THROWS_WITH(check_lr_scheduler_kwargs("cosine_with_min_lr", {{"min_lr_rate", "5"}}), Contains("in [0, 1]"));
+  CHECK_THROWS_WITH(check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", "1.7"}}), Contains("a whole number of steps >= 0"));
+  CHECK_THROWS_WITH(check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", "1"}, {"num_stable_steps", "-10"}}),
+                    Contains("lr_scheduler_kwargs.num_stable_steps: got -10.0"));
+  CHECK_THROWS_WITH(check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", "1"}, {"min_lr_ratio", "3"}}), Contains("in [0, 1]"));
+  CHECK_THROWS_WITH(make_lr_schedule("cosine_with_min_lr", {{"min_lr", "0.1"}}, 0, 10, 1e-3), Contains("expected at most learning_rate"));
+  // The edges stay valid.
+  CHECK_NOTHROW(check_lr_scheduler_kwargs("cosine_with_min_lr", {{"min_lr_rate", "1"}}));
+  CHECK_NOTHROW(check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", "0"}, {"min_lr_ratio", "0"}}));
+  CHECK(make_lr_schedule("cosine_with_min_lr", {{"min_lr", "1e-3"}}, 0, 10, 1e-3)(5) == 1.0);
+}
+
+TEST_CASE("a number of epochs that makes more steps than a run can count is refused", "[schedule]") {
+  TrainingArguments args;
+  args.per_device_train_batch_size = 10;
+  args.num_train_epochs = 2.5;
+  CHECK(plan_steps(args, 100).total_steps == 25);
+  args.num_train_epochs = 1e300;  // the step count would not fit an int64
+  CHECK_THROWS_WITH(plan_steps(args, 100), Contains("num_train_epochs: got 1e+300, which makes 1e+301 optimizer steps"));
+  args.max_steps = 7;  // max_steps wins, epochs unread
+  CHECK(plan_steps(args, 100).total_steps == 7);
 }

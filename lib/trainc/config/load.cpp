@@ -1,7 +1,9 @@
 #include "trainc/config/load.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "trainc/common/error.h"
@@ -24,10 +26,18 @@ std::string unknown_key_message(const std::string& key_path, const std::string& 
 }
 
 void apply_section(RunConfig& config, const YAML::Node& map, const std::string& section, const std::string& source) {
+  // YAML leaves a repeated key to the reader; the second would silently replace the first.
+  std::map<std::string, YAML::Mark> seen;
   for (const auto& item : map) {
     const std::string name = item.first.Scalar();
     const std::string key = section.empty() ? name : section + "." + name;
     const std::string where = position(source, item.first.Mark());
+    if (!item.first.IsScalar()) {
+      const char* got = item.first.IsMap() ? "a mapping" : item.first.IsSequence() ? "a list" : "null";
+      throw UserError(where + ": expected a key name, got " + got);
+    }
+    const auto [first, inserted] = seen.emplace(name, item.first.Mark());
+    if (!inserted) throw UserError(where + ": " + key + ": set twice (first at " + position(source, first->second) + ")");
     if (section.empty() && (name == "model" || name == "data")) {
       if (item.second.IsNull()) continue;
       if (!item.second.IsMap()) throw UserError(where + ": " + name + ": expected a mapping of " + name + " keys");
@@ -48,14 +58,22 @@ void apply_section(RunConfig& config, const YAML::Node& map, const std::string& 
 }  // namespace
 
 YAML::Node parse_yaml_text(const std::string& text, const std::string& source) {
+  std::vector<YAML::Node> documents;
   try {
-    return YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::ParserException& error) {
     throw UserError(position(source, error.mark) + ": YAML syntax error: " + error.msg);
   }
+  if (documents.size() > 1) {
+    throw UserError(source + ": holds " + std::to_string(documents.size()) +
+                    " YAML documents (separated by ---); expected one run config");
+  }
+  return documents.empty() ? YAML::Node() : documents.front();
 }
 
 YAML::Node read_yaml_file(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) throw UserError(path + ": is a directory; expected a YAML config file");
   std::ifstream file(path);
   if (!file) throw UserError(path + ": cannot read the config file (does it exist?)");
   std::stringstream text;

@@ -15,13 +15,31 @@ void require(bool ok, const std::string& key, const std::string& value, const st
   if (!ok) throw UserError(key + ": got " + value + ", expected " + expected);
 }
 
+// Sizes and counts: tensor shapes and per-step sample counts multiply them, so a value beyond
+// 32 bits would overflow those products rather than describe a real run.
+constexpr int64_t kMaxCount = 2147483647;
+
 void require_positive(int64_t value, const std::string& key) {
   require(value >= 1, key, std::to_string(value), "an integer >= 1");
+  require(value <= kMaxCount, key, std::to_string(value), "an integer <= 2147483647");
+}
+
+// Step counts given as numbers (warmup_steps, the intervals): far beyond any run's length, a value
+// would no longer convert to an integer step.
+constexpr double kMaxSteps = 1e15;
+
+// Each worker is a thread holding up to two batches ahead; far more threads than any machine has
+// cores only costs memory, and at some point the system refuses to start them.
+constexpr int64_t kMaxWorkers = 1024;
+
+void require_step_count(double value, const std::string& key) {
+  require(value <= kMaxSteps, key, format_double(value), "a step count <= 1e15");
 }
 
 // logging_steps, eval_steps and save_steps: a count >= 1 (whole), or a ratio in (0, 1).
 void check_step_interval(double value, const std::string& key) {
   require(value > 0, key, format_double(value), "a step count >= 1 or a ratio in (0, 1)");
+  require_step_count(value, key);
   require(value < 1 || std::floor(value) == value, key, format_double(value),
           "a whole number when bigger than 1 (values below 1 are ratios of the total steps)");
 }
@@ -31,6 +49,7 @@ void check_training_arguments(TrainingArguments& a, std::vector<std::string>& wa
   require_positive(a.per_device_eval_batch_size, "per_device_eval_batch_size");
   require_positive(a.gradient_accumulation_steps, "gradient_accumulation_steps");
   require(a.max_steps == -1 || a.max_steps >= 1, "max_steps", std::to_string(a.max_steps), "-1 (use num_train_epochs) or >= 1");
+  require(a.max_steps <= static_cast<int64_t>(kMaxSteps), "max_steps", std::to_string(a.max_steps), "a step count <= 1e15");
   require(a.max_steps >= 1 || a.num_train_epochs > 0, "num_train_epochs", format_double(a.num_train_epochs),
           "a number > 0 (or set max_steps)");
   require(a.learning_rate >= 0, "learning_rate", format_double(a.learning_rate), "a number >= 0");
@@ -41,12 +60,14 @@ void check_training_arguments(TrainingArguments& a, std::vector<std::string>& wa
   require(a.max_grad_norm >= 0, "max_grad_norm", format_double(a.max_grad_norm), "a number >= 0 (0 disables clipping)");
   require(a.label_smoothing_factor >= 0 && a.label_smoothing_factor < 1, "label_smoothing_factor",
           format_double(a.label_smoothing_factor), "a number in [0, 1)");
-  require(a.dataloader_num_workers >= 0, "dataloader_num_workers", std::to_string(a.dataloader_num_workers), "an integer >= 0");
+  require(a.dataloader_num_workers >= 0 && a.dataloader_num_workers <= kMaxWorkers, "dataloader_num_workers",
+          std::to_string(a.dataloader_num_workers), "an integer in [0, " + std::to_string(kMaxWorkers) + "]");
   require(a.ddp_timeout >= 1, "ddp_timeout", std::to_string(a.ddp_timeout), "seconds >= 1");
   if (a.save_total_limit) require_positive(*a.save_total_limit, "save_total_limit");
 
   // Warmup: warmup_steps is a count (>= 1, whole) or a ratio in [0, 1); warmup_ratio is deprecated.
   require(a.warmup_steps >= 0, "warmup_steps", format_double(a.warmup_steps), "a step count or a ratio in [0, 1)");
+  require_step_count(a.warmup_steps, "warmup_steps");
   require(a.warmup_steps < 1 || std::floor(a.warmup_steps) == a.warmup_steps, "warmup_steps",
           format_double(a.warmup_steps), "a whole number when >= 1 (values below 1 are ratios of the total steps)");
   require(a.warmup_ratio >= 0 && a.warmup_ratio <= 1, "warmup_ratio", format_double(a.warmup_ratio), "a ratio in [0, 1]");
@@ -80,6 +101,10 @@ void check_training_arguments(TrainingArguments& a, std::vector<std::string>& wa
 
   if (a.save_strategy == "best" && !a.metric_for_best_model) {
     throw UserError("metric_for_best_model: unset, but save_strategy best needs it (e.g. loss or accuracy)");
+  }
+  if (a.save_strategy == "best" && a.eval_strategy == "no") {
+    throw UserError("save_strategy: got best, which saves after an evaluation that improves metric_for_best_model, but "
+                    "eval_strategy is no; set eval_strategy to steps or epoch");
   }
   if (a.load_best_model_at_end) {
     if (a.save_strategy != "best" && a.eval_strategy != a.save_strategy) {
@@ -121,6 +146,7 @@ void check_model(const ModelConfig& m) {
     for (std::size_t i = 0; i < m.hidden_sizes.size(); ++i) require_positive(m.hidden_sizes[i], "model.hidden_sizes[" + std::to_string(i) + "]");
   }
   if (m.name == "mlp" || m.name == "cnn") require(m.num_classes >= 2, "model.num_classes", std::to_string(m.num_classes), "an integer >= 2");
+  if (m.name != "gpt") require_positive(m.num_classes, "model.num_classes");
   if (m.name == "cnn") {
     require_positive(m.in_channels, "model.in_channels");
     require(!m.channels.empty() && m.channels.size() <= 2, "model.channels", std::to_string(m.channels.size()) + " blocks",
@@ -134,6 +160,7 @@ void check_model(const ModelConfig& m) {
     require_positive(m.block_size, "model.block_size");
     require(m.n_embd >= 1 && m.n_embd % m.n_head == 0, "model.n_embd", std::to_string(m.n_embd),
             "a positive multiple of model.n_head (" + std::to_string(m.n_head) + ")");
+    require_positive(m.n_embd, "model.n_embd");
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <optional>
@@ -54,6 +55,7 @@ struct ValueCodec<int64_t> {
     const char* end = text.data() + text.size();
     const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
     auto result = std::from_chars(begin, end, value);
+    if (result.ec == std::errc::result_out_of_range) fail_value(where, node, "an integer within +-9223372036854775807");
     if (text.empty() || result.ec != std::errc() || result.ptr != end) fail_value(where, node, "an integer");
     return value;
   }
@@ -66,10 +68,13 @@ struct ValueCodec<double> {
   static double parse(const YAML::Node& node, const std::string& where) {
     const std::string text = scalar_text(node, where, "a number");
     char* end = nullptr;
+    errno = 0;
     const double value = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
     if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) {
       fail_value(where, node, "a finite number (e.g. 3e-4)");
     }
+    // A literal too small for a double reads as 0, which would silently mean something else.
+    if (errno == ERANGE && value == 0.0) fail_value(where, node, "0 or a number of magnitude at least 1e-307");
     return value;
   }
   static YAML::Node emit(double value) { return YAML::Node(format_double(value)); }
@@ -128,7 +133,8 @@ struct ValueCodec<StringMap> {
     if (node.IsNull()) return values;
     if (!node.IsMap()) fail_value(where, node, "a mapping such as {num_cycles: 2}");
     for (const auto& item : node) {
-      const std::string key = item.first.as<std::string>();
+      const std::string key = scalar_text(item.first, where, "key names (a mapping such as {num_cycles: 2})");
+      if (values.count(key)) throw UserError(where + "." + key + ": set twice");
       values[key] = scalar_text(item.second, where + "." + key, "a single value");
     }
     return values;

@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <system_error>
+
+#include "trainc/common/error.h"
 #include "trainc/train/step_plan.h"  // batch_count
 
 namespace trainc {
@@ -31,17 +34,29 @@ BatchLoader::BatchLoader(const Dataset& dataset, std::vector<int64_t> order, int
       num_workers_(num_workers),
       device_(device),
       copy_to_device_(copy_to_device) {
-  for (int64_t worker = 0; worker < num_workers_; ++worker) workers_.emplace_back([this, worker] { work(worker); });
+  try {
+    for (int64_t worker = 0; worker < num_workers_; ++worker) workers_.emplace_back([this, worker] { work(worker); });
+  } catch (const std::system_error& error) {
+    // The destructor does not run for a constructor that throws: stop and join the started workers
+    // here, or their std::thread objects would end the process.
+    const std::size_t started = workers_.size();
+    stop_workers();
+    throw UserError("dataloader_num_workers: got " + std::to_string(num_workers) + ", but the system refused to start worker " +
+                    std::to_string(started + 1) + " (" + error.what() + "); use fewer workers");
+  }
 }
 
-BatchLoader::~BatchLoader() {
+void BatchLoader::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   changed_.notify_all();
   for (std::thread& worker : workers_) worker.join();
+  workers_.clear();
 }
+
+BatchLoader::~BatchLoader() { stop_workers(); }
 
 Batch BatchLoader::assemble(int64_t index) const {
   const auto begin = order_.begin() + index * batch_size_;

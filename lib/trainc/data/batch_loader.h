@@ -36,6 +36,7 @@ class BatchLoader {
 
  private:
   void work(int64_t worker);
+  void stop_workers();  // tells the workers to stop and joins them
 
   const Dataset& dataset_;
   std::vector<int64_t> order_;

@@ -2,6 +2,7 @@
 // integer class id in data.label_column.
 #include <torch/torch.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -58,6 +59,10 @@ CsvTable read_csv(const std::string& path, const std::string& label_column, int6
         throw UserError(where + ": column '" + header[column] + "': got \"" + cell + "\", expected a number");
       }
       if (column != label_index) {
+        // nan, inf and values beyond float32's range would only show up later as a non-finite loss.
+        if (!std::isfinite(static_cast<float>(value))) {
+          throw UserError(where + ": column '" + header[column] + "': got " + cell + ", expected a finite number within float32's range");
+        }
         features.push_back(static_cast<float>(value));
       } else if (value != std::floor(value) || value < 0 || value >= static_cast<double>(num_classes)) {
         throw UserError(where + ": column '" + header[column] + "': got " + cell + ", expected a class id in [0, " +

@@ -49,6 +49,23 @@ std::string shape_kwarg(const StringMap& kwargs, const std::string& key, const s
   return it->second;
 }
 
+// The values each number may take: outside them a schedule would go negative, rise above the peak
+// learning rate or divide by zero.
+void check_number_range(const std::string& key, double value) {
+  auto require = [&](bool ok, const std::string& expected) {
+    if (!ok) throw UserError("lr_scheduler_kwargs." + key + ": got " + format_double(value) + ", expected " + expected);
+  };
+  if (key == "timescale") {
+    require(value > 0, "a number of steps > 0");
+  } else if (key == "min_lr_rate" || key == "min_lr_ratio") {
+    require(value >= 0 && value <= 1, "a ratio of the peak learning rate in [0, 1]");
+  } else if (key == "num_stable_steps" || key == "num_decay_steps") {
+    require(value >= 0 && value <= 1e15 && std::floor(value) == value, "a whole number of steps >= 0");
+  } else {  // num_cycles, lr_end, power, min_lr
+    require(value >= 0, "a number >= 0");
+  }
+}
+
 double warmup_multiplier(int64_t step, int64_t warmup_steps) {
   return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup_steps));
 }
@@ -72,7 +89,7 @@ void check_lr_scheduler_kwargs(const std::string& type, const StringMap& kwargs)
     if (key == "warmup_type" || key == "decay_type") {
       shape_kwarg(kwargs, key, "");
     } else {
-      number_kwarg(kwargs, key, 0.0);
+      check_number_range(key, number_kwarg(kwargs, key, 0.0));
     }
   }
   if (type == "cosine_with_min_lr" && (kwargs.count("min_lr") == kwargs.count("min_lr_rate"))) {
@@ -146,8 +163,13 @@ LrSchedule make_lr_schedule(const std::string& type, const StringMap& kwargs, in
   }
   if (type == "cosine_with_min_lr") {
     const double cycles = number_kwarg(kwargs, "num_cycles", 0.5);
+    if (kwargs.count("min_lr") && number_kwarg(kwargs, "min_lr", 0.0) > learning_rate) {
+      throw UserError("lr_scheduler_kwargs.min_lr: got " + kwargs.at("min_lr") + ", expected at most learning_rate (" +
+                      format_double(learning_rate) + ")");
+    }
     const double min_lr_rate =
-        kwargs.count("min_lr") ? number_kwarg(kwargs, "min_lr", 0.0) / learning_rate : number_kwarg(kwargs, "min_lr_rate", 0.0);
+        kwargs.count("min_lr") ? (learning_rate > 0 ? number_kwarg(kwargs, "min_lr", 0.0) / learning_rate : 0.0)
+                               : number_kwarg(kwargs, "min_lr_rate", 0.0);
     return [warmup, total, cycles, min_lr_rate](int64_t step) {
       if (step < warmup) return warmup_multiplier(step, warmup);
       const double progress = progress_after_warmup(step, warmup, total);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "trainc/common/error.h"
+#include "trainc/config/value_codec.h"
 #include "trainc/train/lr_schedule.h"
 
 namespace trainc {
@@ -32,9 +33,12 @@ StepPlan plan_steps(const TrainingArguments& args, int64_t train_samples) {
   }
   const int64_t accumulation = args.gradient_accumulation_steps;
   plan.steps_per_epoch = std::max<int64_t>(1, (plan.batches_per_epoch + accumulation - 1) / accumulation);
-  plan.total_steps = args.max_steps > 0
-                         ? args.max_steps
-                         : static_cast<int64_t>(std::ceil(args.num_train_epochs * static_cast<double>(plan.steps_per_epoch)));
+  const double epoch_steps = std::ceil(args.num_train_epochs * static_cast<double>(plan.steps_per_epoch));
+  if (args.max_steps <= 0 && epoch_steps > 1e15) {
+    throw UserError("num_train_epochs: got " + format_double(args.num_train_epochs) + ", which makes " + format_double(epoch_steps) +
+                    " optimizer steps; expected at most 1e15 (or set max_steps)");
+  }
+  plan.total_steps = args.max_steps > 0 ? args.max_steps : static_cast<int64_t>(epoch_steps);
   plan.total_steps = std::max<int64_t>(1, plan.total_steps);
   plan.warmup_steps = resolve_warmup_steps(args, plan.total_steps);
   plan.logging_steps = resolve_interval(args.logging_steps, plan.total_steps);
