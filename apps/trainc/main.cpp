@@ -59,7 +59,7 @@ void reject_flags_as_values(int argc, char** argv, int first) {
     std::replace(flag.begin(), flag.end(), '_', '-');
     const bool next_is_flag = next.size() > 2 && next.rfind("--", 0) == 0 && std::isalpha(static_cast<unsigned char>(next[2]));
     if (next_is_flag && takes_value(flag)) {
-      throw trainc::UserError(flag + ": expected a value, got the flag " + next + " (write " + flag + "=" + next +
+      throw trainc::UserError(flag + ": got the flag " + next + ", expected a value (write " + flag + "=" + next +
                               " if that is the value)");
     }
   }
@@ -158,6 +158,7 @@ int run(int argc, char** argv) {
   }
 
   if (app.count("--config") > 0 && config_path.empty()) throw trainc::UserError("--config: got an empty path, expected a YAML file");
+  if (app.count("--dump-dir") > 0 && run_options.dump_dir.empty()) throw trainc::UserError("--dump-dir: got an empty path, expected a directory");
   std::vector<std::string> warnings;
   const trainc::RunConfig config = trainc::build_run_config(
       config_path.empty() ? std::nullopt : std::optional<std::string>(config_path), overrides, &warnings);

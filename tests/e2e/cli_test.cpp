@@ -88,10 +88,10 @@ TEST_CASE("a flag that takes a value is not given the next flag as its value", "
   ScratchDir dir;
   CommandResult result = run_trainc("--print-config --output-dir --overwrite-output-dir");
   CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Contains("--output-dir: expected a value, got the flag --overwrite-output-dir"));
+  CHECK_THAT(result.err, Contains("--output-dir: got the flag --overwrite-output-dir, expected a value"));
   result = run_trainc("--print-config --metric_for_best_model --bf16");
   CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Contains("--metric-for-best-model: expected a value, got the flag --bf16"));
+  CHECK_THAT(result.err, Contains("--metric-for-best-model: got the flag --bf16, expected a value"));
   result = run_trainc("--print-config --output-dir=--odd-name");  // spelled out with '=': meant
   CHECK(result.exit_code == 0);
   CHECK_THAT(result.out, Contains("output_dir: --odd-name"));
@@ -117,6 +117,9 @@ TEST_CASE("the config and dump paths must be usable", "[e2e][cli]") {
   result = run_trainc("--max-steps 1 --output-dir " + dir.file("out") + " --dump-dir " + dir.file("dump"));
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains("--dump-dir: writes the compiled steps' graphs, but torch_compile is false"));
+  result = run_trainc("--print-config --dump-dir ''");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("--dump-dir: got an empty path"));
 }
 
 TEST_CASE("docs/config.md is the reference generated from the field tables", "[e2e][cli][docs]") {

@@ -76,12 +76,13 @@ TEST_CASE("a CSV with a non-numeric cell", "[e2e][data]") {
 TEST_CASE("a CSV with a cell that is not a finite float32", "[e2e][data]") {
   // Each would only show later as a non-finite loss, blamed on the learning rate.
   for (const std::string cell : {"nan", "inf", "-1e999", "1e39"}) {
+    CAPTURE(cell);
     ScratchDir dir;
     dir.write("train.csv", "a,b,label\n1,2,0\n3," + cell + ",1\n");
     const CommandResult result = train(dir, "model: {name: mlp, input_size: 2, num_classes: 2}\n"
                                             "data: {kind: csv, train_path: " + dir.file("train.csv") + "}\n");
     CHECK(result.exit_code == 2);
-    CHECK_THAT(result.err, Contains(dir.file("train.csv") + ":3: column 'b': got " + cell + ", expected a finite number"));
+    CHECK_THAT(result.err, Contains(dir.file("train.csv") + ":3: column 'b': got \"" + cell + "\", expected a finite number"));
   }
 }
 

@@ -84,11 +84,10 @@ TEST_CASE("schedule kwargs outside their ranges are refused", "[schedule]") {
   CHECK_THROWS_WITH(check_lr_scheduler_kwargs("polynomial", {{"power", "-1"}}), Contains("lr_scheduler_kwargs.power: got -1.0"));
   CHECK_THROWS_WITH(check_lr_scheduler_kwargs("inverse_sqrt", {{"timescale", "0"}}), Contains("expected a number of steps > 0"));
   CHECK_THROWS_WITH(check_lr_scheduler_kwargs("cosine_with_min_lr", {{"min_lr_rate", "5"}}), Contains("in [0, 1]"));
-  CHECK_THROWS_WITH(check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", "1.7"}}), Contains("a whole number of steps >= 0"));
+  CHECK_THROWS_WITH(check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", "1.7"}}), Contains("a whole number of steps in [0, 1e15]"));
   CHECK_THROWS_WITH(check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", "1"}, {"num_stable_steps", "-10"}}),
                     Contains("lr_scheduler_kwargs.num_stable_steps: got -10.0"));
   CHECK_THROWS_WITH(check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", "1"}, {"min_lr_ratio", "3"}}), Contains("in [0, 1]"));
-  CHECK_THROWS_WITH(make_lr_schedule("cosine_with_min_lr", {{"min_lr", "0.1"}}, 0, 10, 1e-3), Contains("expected at most learning_rate"));
   // The edges stay valid.
   CHECK_NOTHROW(check_lr_scheduler_kwargs("cosine_with_min_lr", {{"min_lr_rate", "1"}}));
   CHECK_NOTHROW(check_lr_scheduler_kwargs("warmup_stable_decay", {{"num_decay_steps", "0"}, {"min_lr_ratio", "0"}}));

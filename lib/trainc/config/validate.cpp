@@ -77,6 +77,11 @@ void check_training_arguments(TrainingArguments& a, std::vector<std::string>& wa
     if (a.warmup_steps > 0) warnings.push_back("both warmup_ratio and warmup_steps are set; warmup_steps wins");
   }
   check_lr_scheduler_kwargs(a.lr_scheduler_type, a.lr_scheduler_kwargs);
+  if (a.lr_scheduler_kwargs.count("min_lr")) {
+    const double min_lr = ValueCodec<double>::parse(YAML::Node(a.lr_scheduler_kwargs.at("min_lr")), "lr_scheduler_kwargs.min_lr");
+    require(min_lr <= a.learning_rate, "lr_scheduler_kwargs.min_lr", format_double(min_lr),
+            "at most learning_rate (" + format_double(a.learning_rate) + ")");
+  }
 
   if (a.bf16 && a.fp16) throw UserError("bf16 and fp16: both are true; at most one mixed precision mode can be on");
 

@@ -55,7 +55,7 @@ struct ValueCodec<int64_t> {
     const char* end = text.data() + text.size();
     const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
     auto result = std::from_chars(begin, end, value);
-    if (result.ec == std::errc::result_out_of_range) fail_value(where, node, "an integer within +-9223372036854775807");
+    if (result.ec == std::errc::result_out_of_range) fail_value(where, node, "an integer in [-9223372036854775808, 9223372036854775807]");
     if (text.empty() || result.ec != std::errc() || result.ptr != end) fail_value(where, node, "an integer");
     return value;
   }
@@ -74,7 +74,7 @@ struct ValueCodec<double> {
       fail_value(where, node, "a finite number (e.g. 3e-4)");
     }
     // A literal too small for a double reads as 0, which would silently mean something else.
-    if (errno == ERANGE && value == 0.0) fail_value(where, node, "0 or a number of magnitude at least 1e-307");
+    if (errno == ERANGE && value == 0.0) fail_value(where, node, "0, or a number that does not round to 0 (the smallest is about 5e-324)");
     return value;
   }
   static YAML::Node emit(double value) { return YAML::Node(format_double(value)); }

@@ -34,6 +34,7 @@ BatchLoader::BatchLoader(const Dataset& dataset, std::vector<int64_t> order, int
       num_workers_(num_workers),
       device_(device),
       copy_to_device_(copy_to_device) {
+  workers_.reserve(static_cast<std::size_t>(num_workers_));  // no reallocation once threads run
   try {
     for (int64_t worker = 0; worker < num_workers_; ++worker) workers_.emplace_back([this, worker] { work(worker); });
   } catch (const std::system_error& error) {

@@ -61,7 +61,7 @@ CsvTable read_csv(const std::string& path, const std::string& label_column, int6
       if (column != label_index) {
         // nan, inf and values beyond float32's range would only show up later as a non-finite loss.
         if (!std::isfinite(static_cast<float>(value))) {
-          throw UserError(where + ": column '" + header[column] + "': got " + cell + ", expected a finite number within float32's range");
+          throw UserError(where + ": column '" + header[column] + "': got \"" + cell + "\", expected a finite number within float32's range");
         }
         features.push_back(static_cast<float>(value));
       } else if (value != std::floor(value) || value < 0 || value >= static_cast<double>(num_classes)) {

@@ -60,7 +60,7 @@ void check_number_range(const std::string& key, double value) {
   } else if (key == "min_lr_rate" || key == "min_lr_ratio") {
     require(value >= 0 && value <= 1, "a ratio of the peak learning rate in [0, 1]");
   } else if (key == "num_stable_steps" || key == "num_decay_steps") {
-    require(value >= 0 && value <= 1e15 && std::floor(value) == value, "a whole number of steps >= 0");
+    require(value >= 0 && value <= 1e15 && std::floor(value) == value, "a whole number of steps in [0, 1e15]");
   } else {  // num_cycles, lr_end, power, min_lr
     require(value >= 0, "a number >= 0");
   }
@@ -163,10 +163,6 @@ LrSchedule make_lr_schedule(const std::string& type, const StringMap& kwargs, in
   }
   if (type == "cosine_with_min_lr") {
     const double cycles = number_kwarg(kwargs, "num_cycles", 0.5);
-    if (kwargs.count("min_lr") && number_kwarg(kwargs, "min_lr", 0.0) > learning_rate) {
-      throw UserError("lr_scheduler_kwargs.min_lr: got " + kwargs.at("min_lr") + ", expected at most learning_rate (" +
-                      format_double(learning_rate) + ")");
-    }
     const double min_lr_rate =
         kwargs.count("min_lr") ? (learning_rate > 0 ? number_kwarg(kwargs, "min_lr", 0.0) / learning_rate : 0.0)
                                : number_kwarg(kwargs, "min_lr_rate", 0.0);
