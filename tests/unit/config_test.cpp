@@ -177,6 +177,22 @@ TEST_CASE("sizes and step counts too large for a run are refused", "[config]") {
   CHECK(from_yaml("per_device_train_batch_size: 2147483647\ndataloader_num_workers: 1024").args.dataloader_num_workers == 1024);
 }
 
+TEST_CASE("keys that another key's value leaves unread are refused", "[config]") {
+  CHECK_THAT(error_of("data:\n  kind: synthetic\n  block_size: 4"), Contains("data.block_size: not read by data.kind synthetic for model.name mlp"));
+  CHECK(from_yaml("model: {name: gpt, n_layer: 1, n_head: 1, n_embd: 8, block_size: 8}\ndata: {kind: synthetic, block_size: 4}")
+            .data.block_size == std::optional<int64_t>(4));
+  test::ScratchDir dir;
+  const std::string train = dir.write("train.csv", "a,label\n1,0\n");
+  const std::string held_out = dir.write("eval.csv", "a,label\n1,0\n");
+  CHECK_THAT(error_of("data: {kind: csv, train_path: " + train + ", eval_path: " + held_out + ", validation_split: 0.2}"),
+             Contains("data.validation_split: not read when data.eval_path is set"));
+  CHECK_THAT(error_of("data: {kind: csv, train_path: " + dir.path() + "}"), Contains("data.train_path: " + dir.path() + " is a directory"));
+  CHECK_THAT(error_of("model: {name: torchscript, path: " + dir.path() + "}"), Contains("model.path: " + dir.path() + " is a directory"));
+  CHECK_THAT(error_of("output_dir: ''"), Contains("output_dir: got an empty path"));
+  CHECK_THAT(error_of("", {{"--lr-scheduler-kwargs", "5"}}), Contains("--lr-scheduler-kwargs: got \"5\", expected a mapping"));
+  CHECK(from_yaml("torch_compile_fullgraph: true").args.torch_compile);  // like a backend or a mode, it asks for compiling
+}
+
 TEST_CASE("save_strategy best needs evaluations", "[config]") {
   CHECK_THAT(error_of("save_strategy: best\nmetric_for_best_model: loss"), Contains("save_strategy: got best") && Contains("eval_strategy is no"));
   CHECK(from_yaml("save_strategy: best\nmetric_for_best_model: loss\neval_strategy: epoch").args.save_strategy == "best");

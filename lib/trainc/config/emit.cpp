@@ -11,10 +11,7 @@ YAML::Node to_yaml(const RunConfig& config) {
   YAML::Node model(YAML::NodeType::Map);
   YAML::Node data(YAML::NodeType::Map);
   for (const FieldInfo& field : config_fields()) {
-    if (!field.applies_to.empty()) {
-      const std::string& chosen = field.section == "model" ? config.model.name : config.data.kind;
-      if (std::find(field.applies_to.begin(), field.applies_to.end(), chosen) == field.applies_to.end()) continue;
-    }
+    if (!why_not_read(field, config).empty()) continue;
     YAML::Node& target = field.section == "model" ? model : field.section == "data" ? data : root;
     target[field.name] = field.emit(config);
   }

@@ -131,6 +131,25 @@ std::vector<std::string> section_keys(const std::string& section) {
   return keys;
 }
 
+std::string why_not_read(const FieldInfo& field, const RunConfig& config) {
+  if (!field.applies_to.empty()) {
+    const std::string& chosen = field.section == "model" ? config.model.name : config.data.kind;
+    if (std::find(field.applies_to.begin(), field.applies_to.end(), chosen) == field.applies_to.end()) {
+      return std::string("not read by ") + (field.section == "model" ? "model.name " : "data.kind ") + chosen + "; it applies to " +
+             join(field.applies_to, ", ");
+    }
+  }
+  // Keys that hinge on another key's value rather than on the model or data kind alone.
+  const std::string key = field.key();
+  if (key == "data.block_size" && config.data.kind == "synthetic" && config.model.name != "gpt") {
+    return "not read by data.kind synthetic for model.name " + config.model.name + " (its samples are the model's inputs); it applies to gpt";
+  }
+  if (key == "data.validation_split" && config.data.eval_path) {
+    return "not read when data.eval_path is set (the held-out data is that file)";
+  }
+  return "";
+}
+
 std::string closest_key(const std::string& key, const std::vector<std::string>& candidates) {
   std::string best;
   std::size_t best_distance = std::max<std::size_t>(3, key.size() / 3) + 1;

@@ -1,4 +1,4 @@
-// defines: FieldInfo, config_fields, find_field, closest_key
+// defines: FieldInfo, config_fields, find_field, why_not_read, closest_key
 //
 // The flat list of every config key, built from the X-macro tables in training_arguments.h.
 // Parsing, command-line flags, --help, --print-config and docs/config.md all walk this list.
@@ -33,6 +33,10 @@ struct FieldInfo {
 
 const std::vector<FieldInfo>& config_fields();
 const FieldInfo* find_field(const std::string& key);
+
+// Why `config` does not read `field` ("not read by model.name mlp; it applies to gpt"), or "" when
+// it does. Setting such a key is an error, and --print-config leaves it out.
+std::string why_not_read(const FieldInfo& field, const RunConfig& config);
 
 // The valid key closest to `key` by edit distance (for "did you mean"), or "" if none is close.
 std::string closest_key(const std::string& key, const std::vector<std::string>& candidates);

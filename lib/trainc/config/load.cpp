@@ -115,8 +115,13 @@ void apply_override(RunConfig& config, const std::string& flag, const std::optio
     node = YAML::Node("true");
   } else if (field->is_structured) {
     // Lists and mappings are read as YAML ("[256, 128]", "{num_cycles: 2}"); "a,b" is a list too.
+    // A mapping has no such shorthand: "5" stays a scalar, which the mapping's codec names as such.
     const bool flow = !value->empty() && ((*value)[0] == '[' || (*value)[0] == '{');
-    node = parse_yaml_text(flow ? *value : "[" + *value + "]", flag);
+    if (flow) {
+      node = parse_yaml_text(*value, flag);
+    } else {
+      node = field->type_name == "mapping" ? YAML::Node(*value) : parse_yaml_text("[" + *value + "]", flag);
+    }
   } else if (*value == "null" || *value == "None" || *value == "~") {
     node = YAML::Node(YAML::NodeType::Null);
   } else {

@@ -48,8 +48,8 @@ std::string config_reference_markdown() {
          "code 2.\n\n"
       << "## TrainingArguments\n\n"
       << "Same names, defaults and meaning as Hugging Face's `TrainingArguments`, with its resolution rules: "
-         "`torch_compile_backend` or `torch_compile_mode` implies `torch_compile: true`; `eval_steps` falls back to "
-         "`logging_steps`; step counts below 1 are ratios of the total steps; `bf16` with `fp16` is an error; "
+         "`torch_compile_backend`, `torch_compile_mode` or `torch_compile_fullgraph` implies `torch_compile: true`; "
+         "`eval_steps` falls back to `logging_steps`; step counts below 1 are ratios of the total steps; `bf16` with `fp16` is an error; "
          "`load_best_model_at_end` needs matching eval and save strategies (and `save_steps` a multiple of `eval_steps`); "
          "`metric_for_best_model` defaults to `loss` there, and `greater_is_better` to false for metrics ending in "
          "`loss`, true otherwise.\n\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "trainc/common/error.h"
 #include "trainc/config/fields.h"
@@ -45,6 +46,7 @@ void check_step_interval(double value, const std::string& key) {
 }
 
 void check_training_arguments(TrainingArguments& a, std::vector<std::string>& warnings) {
+  if (a.output_dir.empty()) throw UserError("output_dir: got an empty path, expected a directory");
   require_positive(a.per_device_train_batch_size, "per_device_train_batch_size");
   require_positive(a.per_device_eval_batch_size, "per_device_eval_batch_size");
   require_positive(a.gradient_accumulation_steps, "gradient_accumulation_steps");
@@ -85,8 +87,8 @@ void check_training_arguments(TrainingArguments& a, std::vector<std::string>& wa
 
   if (a.bf16 && a.fp16) throw UserError("bf16 and fp16: both are true; at most one mixed precision mode can be on");
 
-  // A backend or a mode means the user wants compilation.
-  if ((a.torch_compile_backend || a.torch_compile_mode) && !a.torch_compile) a.torch_compile = true;
+  // A backend, a mode or fullgraph means the user wants compilation.
+  if ((a.torch_compile_backend || a.torch_compile_mode || a.torch_compile_fullgraph) && !a.torch_compile) a.torch_compile = true;
 
   if (a.logging_strategy == "steps") check_step_interval(a.logging_steps, "logging_steps");
   if (a.eval_strategy == "steps") {
@@ -141,10 +143,17 @@ void check_training_arguments(TrainingArguments& a, std::vector<std::string>& wa
   }
 }
 
+// A directory where a file is meant would otherwise fail later as a malformed file.
+void require_not_directory(const std::optional<std::string>& path, const std::string& key) {
+  std::error_code error;
+  if (path && std::filesystem::is_directory(*path, error)) throw UserError(key + ": " + *path + " is a directory; expected a file");
+}
+
 void check_model(const ModelConfig& m) {
   if (m.name == "torchscript" && !m.path) {
     throw UserError("model.path: required for model.name torchscript (a .pt file saved by torch.jit.save)");
   }
+  require_not_directory(m.path, "model.path");
   require(m.dropout >= 0 && m.dropout < 1, "model.dropout", format_double(m.dropout), "a probability in [0, 1)");
   if (m.name == "mlp") {
     require_positive(m.input_size, "model.input_size");
@@ -172,6 +181,10 @@ void check_model(const ModelConfig& m) {
 void check_data(const DataConfig& d) {
   const bool file_based = d.kind != "synthetic";
   if (file_based && !d.train_path) throw UserError("data.train_path: required for data.kind " + d.kind);
+  require_not_directory(d.train_path, "data.train_path");
+  require_not_directory(d.train_labels_path, "data.train_labels_path");
+  require_not_directory(d.eval_path, "data.eval_path");
+  require_not_directory(d.eval_labels_path, "data.eval_labels_path");
   if (d.kind == "idx") {
     if (!d.train_labels_path) throw UserError("data.train_labels_path: required for data.kind idx");
     if (d.eval_path.has_value() != d.eval_labels_path.has_value()) {
@@ -184,16 +197,13 @@ void check_data(const DataConfig& d) {
   require_positive(d.num_samples, "data.num_samples");
 }
 
-// A key set for a model or data kind that does not read it is most likely a mistake.
+// A key set where the config does not read it is most likely a mistake.
 void check_applicable_keys(const RunConfig& config) {
   for (const std::string& key : config.explicitly_set) {
     const FieldInfo* field = find_field(key);
-    if (field == nullptr || field->applies_to.empty()) continue;
-    const std::string& chosen = field->section == "model" ? config.model.name : config.data.kind;
-    if (std::find(field->applies_to.begin(), field->applies_to.end(), chosen) == field->applies_to.end()) {
-      throw UserError(key + ": not read by " + (field->section == "model" ? "model.name " : "data.kind ") + chosen +
-                      "; it applies to " + join(field->applies_to, ", "));
-    }
+    if (field == nullptr) continue;
+    const std::string reason = why_not_read(*field, config);
+    if (!reason.empty()) throw UserError(key + ": " + reason);
   }
 }
 

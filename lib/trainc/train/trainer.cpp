@@ -75,7 +75,8 @@ void Trainer::print_header() const {
                     std::to_string(args_.per_device_train_batch_size * accumulation * world_.size) + " samples/step"},
       {"steps", std::to_string(plan_.total_steps) + " (" + std::to_string(plan_.steps_per_epoch) + " per epoch), warmup " +
                     std::to_string(plan_.warmup_steps)},
-      {"optimizer", args_.optim + ", lr " + format_number(args_.learning_rate) + " " + args_.lr_scheduler_type +
+      {"optimizer", args_.optim + (args_.optim == "adamw_torch_fused" && !device_.is_cuda() ? " (the fused kernel is a GPU's; multi-tensor on the CPU)" : "") +
+                        ", lr " + format_number(args_.learning_rate) + " " + args_.lr_scheduler_type +
                         ", weight_decay " + format_number(args_.weight_decay) + ", max_grad_norm " +
                         format_number(args_.max_grad_norm)},
       {"compile", backend_ ? "backend " + backend_->describe() + (backend_->whole_step_graph() ? ", whole step as a CUDA graph" : "")
