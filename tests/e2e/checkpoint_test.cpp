@@ -183,6 +183,28 @@ TEST_CASE("checkpoints that do not fit or are damaged get a clear error and stay
     CHECK(result.exit_code == 2);
     CHECK_THAT(result.err, Contains("checkpoint format version 99, this trainc reads version 1"));
   }
+  SECTION("another optimizer's state") {
+    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --optim sgd --resume-from-checkpoint true");
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(checkpoint + ": saved with optim adamw_torch, whose state does not fit this run's optim sgd"));
+  }
+  SECTION("a negative step") {
+    std::string state = read_text(checkpoint + "/trainer_state.json");
+    const std::size_t at = state.find("\"global_step\": 4");
+    REQUIRE(at != std::string::npos);
+    state.replace(at, 16, "\"global_step\": -3");
+    std::ofstream(checkpoint + "/trainer_state.json") << state;
+    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint " + checkpoint);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(checkpoint + "/trainer_state.json: global_step is -3, expected >= 0"));
+  }
+  SECTION("a newer checkpoint cut short is passed over, with a warning") {
+    fs::remove(checkpoint + "/trainc_checkpoint.json");
+    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint true");
+    CHECK(result.exit_code == 0);
+    CHECK_THAT(result.out + result.err, Contains("skipping " + checkpoint + ", an incomplete checkpoint"));
+    CHECK_THAT(result.out, Contains("resumed from " + dir.file("out/checkpoint-2") + " at step 2"));
+  }
   SECTION("no checkpoint to resume") {
     const CommandResult result =
         run_trainc("--config " + config + " --output-dir " + dir.file("empty") + " --resume-from-checkpoint true");
@@ -217,4 +239,43 @@ TEST_CASE("load_best_model_at_end tracks the best checkpoint", "[e2e][checkpoint
   const auto state = nlohmann::json::parse(read_text(dir.file("out/checkpoint-12/trainer_state.json")));
   REQUIRE(state["best_model_checkpoint"].is_string());
   CHECK(fs::exists(state["best_model_checkpoint"].get<std::string>()));
+}
+
+TEST_CASE("the best checkpoint survives rotation when a resumed run starts in another directory", "[e2e][checkpoint]") {
+  // trainer_state.json names the best checkpoint by the path the first run used ("out/checkpoint-4");
+  // the resumed run spells output_dir differently and must still recognize it.
+  ScratchDir dir;
+  dir.write("run.yaml", "model: {name: mlp, input_size: 8, hidden_sizes: [16], num_classes: 3}\n"
+                        "data: {kind: synthetic, num_samples: 256}\nsave_steps: 4\neval_strategy: steps\neval_steps: 4\n"
+                        "metric_for_best_model: loss\ngreater_is_better: true\nsave_total_limit: 1\nlearning_rate: 1e-2\n");
+  // The worst loss counts as best here, so the best checkpoint is most likely the first, not the newest.
+  const std::string trainc = std::string(TRAINC_BINARY);
+  const std::string name = fs::path(dir.path()).filename().string();
+  REQUIRE(run_command("cd " + dir.path() + " && " + trainc + " --config run.yaml --output-dir out --max-steps 8").exit_code == 0);
+  const CommandResult resumed = run_command("cd " + dir.path() + "/.. && " + trainc + " --config " + name + "/run.yaml --output-dir " +
+                                            name + "/out --max-steps 16 --resume-from-checkpoint true");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  const auto state = nlohmann::json::parse(read_text(dir.file("out/checkpoint-16/trainer_state.json")));
+  REQUIRE(state["best_model_checkpoint"].is_string());
+  const std::string best = fs::path(state["best_model_checkpoint"].get<std::string>()).filename().string();
+  CHECK(fs::exists(dir.file("out/" + best + "/trainc_checkpoint.json")));
+}
+
+TEST_CASE("a second run in an output_dir that a run is using is refused before it changes anything", "[e2e][checkpoint]") {
+  ScratchDir dir;
+  const std::string config = resume_config(dir, 100000, 5);
+  const pid_t first = spawn_trainc("--config " + config + " --output-dir " + dir.file("out"), dir.file("first.log"));
+  REQUIRE(wait_for([&] { return read_text(dir.file("first.log")).find("saved ") != std::string::npos; }, 60));
+  for (const std::string& how : {" --overwrite-output-dir", " --resume-from-checkpoint true"}) {
+    const CommandResult second = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --max-steps 2" + how);
+    CHECK(second.exit_code == 2);
+    CHECK_THAT(second.err, Contains("output_dir: " + dir.file("out") + " is in use by another trainc run (pid " + std::to_string(first) + ")"));
+  }
+  CHECK(fs::exists(dir.file("out/metrics.jsonl")));  // the first run's, not replaced
+  kill(first, SIGTERM);
+  CHECK(wait_exit_code(first) == 143);
+  // The lock ends with its process: the next run may resume there.
+  const CommandResult next = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --max-steps 2 --overwrite-output-dir");
+  CHECK(next.exit_code == 0);
 }

@@ -36,6 +36,19 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!file.flush()) throw UserError(path.string() + ": cannot write (disk full or no permission?)", kExitFailure);
 }
 
+// LibTorch's archive writer throws when a write comes up short, and its destructor then writes
+// the archive's end, throws again and ends the process. So writes that fail are taken as done
+// (nothing more is written) and reported once the archive is finished.
+void save_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
+  std::ofstream file(path, std::ios::binary);
+  bool failed = !file;
+  archive.save_to([&](const void* data, size_t size) -> size_t {
+    if (!failed) failed = !file.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+    return size;
+  });
+  if (failed || !file.flush()) throw UserError(path.string() + ": cannot write (disk full or no permission?)", kExitFailure);
+}
+
 nlohmann::json read_json(const fs::path& path) {
   std::ifstream file(path);
   if (!file) throw UserError(path.string() + ": missing; not a complete trainc checkpoint");
@@ -87,7 +100,7 @@ int64_t checkpoint_step(const std::string& path) {
   return std::stoll(digits);
 }
 
-std::string save_checkpoint(const std::string& output_dir, Model& model, torch::optim::Optimizer* optimizer,
+std::string save_checkpoint(const std::string& output_dir, Model& model, torch::optim::Optimizer* optimizer, const std::string& optim,
                             const TrainerState& state, const std::string& config_yaml,
                             const std::vector<torch::Tensor>& rank_cpu_rng_states) {
   const fs::path final_dir = fs::path(output_dir) / ("checkpoint-" + std::to_string(state.global_step));
@@ -96,37 +109,45 @@ std::string save_checkpoint(const std::string& output_dir, Model& model, torch::
   fs::remove_all(temp_dir);
   fs::create_directories(temp_dir);
 
-  torch::serialize::OutputArchive weights;
-  for (const auto& [name, tensor] : model.named_parameters()) weights.write(name, tensor.detach().cpu());
-  for (const auto& [name, tensor] : model.named_buffers()) weights.write(name, tensor.cpu(), /*is_buffer=*/true);
-  weights.save_to((temp_dir / "model.pt").string());
-  if (optimizer != nullptr) {
-    torch::serialize::OutputArchive optimizer_archive;
-    // A capturable optimizer counts its steps on the device; the checkpoint holds them as eager's do.
-    if (auto* on_device = dynamic_cast<DeviceStateOptimizer*>(optimizer)) on_device->store_device_state();
-    optimizer->save(optimizer_archive);
-    optimizer_archive.save_to((temp_dir / "optimizer.pt").string());
+  // A save that fails (a full disk) leaves no partial directory behind; the last checkpoint stays.
+  try {
+    torch::serialize::OutputArchive weights;
+    for (const auto& [name, tensor] : model.named_parameters()) weights.write(name, tensor.detach().cpu());
+    for (const auto& [name, tensor] : model.named_buffers()) weights.write(name, tensor.cpu(), /*is_buffer=*/true);
+    save_archive(weights, temp_dir / "model.pt");
+    if (optimizer != nullptr) {
+      torch::serialize::OutputArchive optimizer_archive;
+      // A capturable optimizer counts its steps on the device; the checkpoint holds them as eager's do.
+      if (auto* on_device = dynamic_cast<DeviceStateOptimizer*>(optimizer)) on_device->store_device_state();
+      optimizer->save(optimizer_archive);
+      save_archive(optimizer_archive, temp_dir / "optimizer.pt");
+    }
+    torch::serialize::OutputArchive rng;
+    for (const c10::Device& device : generator_devices()) {
+      rng.write(device.str(), at::globalContext().defaultGenerator(device).get_state());
+    }
+    save_archive(rng, temp_dir / "rng_state.pt");
+    for (std::size_t rank = 1; rank < rank_cpu_rng_states.size(); ++rank) {
+      torch::serialize::OutputArchive rank_rng;
+      rank_rng.write("cpu", rank_cpu_rng_states[rank]);
+      save_archive(rank_rng, temp_dir / ("rng_state_" + std::to_string(rank) + ".pt"));
+    }
+    write_text(temp_dir / "trainer_state.json", state.to_json().dump(2) + "\n");
+    write_text(temp_dir / "run_config.yaml", config_yaml);
+    const nlohmann::json info = {{"format", kCheckpointFormatName},
+                                 {"format_version", kCheckpointFormatVersion},
+                                 {"trainc_version", TRAINC_VERSION},
+                                 {"torch_version", kTorchVersionText},
+                                 {"save_only_model", optimizer == nullptr},
+                                 {"optim", optim}};
+    write_text(temp_dir / kInfoFile, info.dump(2) + "\n");  // written last: its presence marks a complete checkpoint
+    for (const auto& entry : fs::directory_iterator(temp_dir)) sync_path(entry.path());
+    sync_path(temp_dir);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(temp_dir, ignored);
+    throw;
   }
-  torch::serialize::OutputArchive rng;
-  for (const c10::Device& device : generator_devices()) {
-    rng.write(device.str(), at::globalContext().defaultGenerator(device).get_state());
-  }
-  rng.save_to((temp_dir / "rng_state.pt").string());
-  for (std::size_t rank = 1; rank < rank_cpu_rng_states.size(); ++rank) {
-    torch::serialize::OutputArchive rank_rng;
-    rank_rng.write("cpu", rank_cpu_rng_states[rank]);
-    rank_rng.save_to((temp_dir / ("rng_state_" + std::to_string(rank) + ".pt")).string());
-  }
-  write_text(temp_dir / "trainer_state.json", state.to_json().dump(2) + "\n");
-  write_text(temp_dir / "run_config.yaml", config_yaml);
-  const nlohmann::json info = {{"format", kCheckpointFormatName},
-                               {"format_version", kCheckpointFormatVersion},
-                               {"trainc_version", TRAINC_VERSION},
-                               {"torch_version", kTorchVersionText},
-                               {"save_only_model", optimizer == nullptr}};
-  write_text(temp_dir / kInfoFile, info.dump(2) + "\n");  // written last: its presence marks a complete checkpoint
-  for (const auto& entry : fs::directory_iterator(temp_dir)) sync_path(entry.path());
-  sync_path(temp_dir);
 
   if (fs::exists(final_dir)) {  // the same step saved again (a resumed run): swap, then drop the old one
     const fs::path old_dir = fs::path(output_dir) / (".deleting-" + final_dir.filename().string() + "-" + std::to_string(::getpid()));
@@ -164,11 +185,20 @@ void load_model_weights(const std::string& checkpoint_dir, Model& model) {
   restore(model.named_buffers(), true);
 }
 
-TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer, int rank) {
+TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer, const std::string& optim,
+                                 int rank) {
   const fs::path dir(checkpoint_dir);
   check_format(dir);
-  if (read_json(dir / kInfoFile).value("save_only_model", false)) {
+  const nlohmann::json info = read_json(dir / kInfoFile);
+  if (info.value("save_only_model", false)) {
     throw UserError(checkpoint_dir + ": saved with save_only_model (weights only); it cannot be resumed from");
+  }
+  // The AdamW variants keep the same state; SGD keeps none of theirs.
+  auto state_kind = [](const std::string& name) { return name.rfind("adamw", 0) == 0 ? "AdamW" : name; };
+  const std::string saved_optim = info.value("optim", "");
+  if (!saved_optim.empty() && std::string(state_kind(saved_optim)) != state_kind(optim)) {
+    throw UserError(checkpoint_dir + ": saved with optim " + saved_optim + ", whose state does not fit this run's optim " + optim +
+                    "; resume with optim " + saved_optim + " (or start a new run)");
   }
   torch::serialize::InputArchive optimizer_archive;
   load_archive(optimizer_archive, dir / "optimizer.pt");
@@ -201,15 +231,25 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
   return TrainerState::from_json(read_json(dir / "trainer_state.json"), (dir / "trainer_state.json").string());
 }
 
-std::optional<std::string> newest_checkpoint(const std::string& output_dir) {
+std::optional<std::string> newest_checkpoint(const std::string& output_dir, std::vector<std::string>* skipped) {
   std::optional<std::string> newest;
   int64_t newest_step = -1;
   if (!fs::is_directory(output_dir)) return newest;
+  std::vector<std::pair<int64_t, std::string>> incomplete;
   for (const auto& entry : fs::directory_iterator(output_dir)) {
     const int64_t step = checkpoint_step(entry.path().string());
-    if (step > newest_step && fs::exists(entry.path() / kInfoFile)) {
+    if (step < 0) continue;
+    if (!fs::exists(entry.path() / kInfoFile)) {
+      incomplete.emplace_back(step, entry.path().string());
+    } else if (step > newest_step) {
       newest_step = step;
       newest = entry.path().string();
+    }
+  }
+  if (skipped != nullptr) {
+    std::sort(incomplete.begin(), incomplete.end());
+    for (const auto& [step, path] : incomplete) {
+      if (step > newest_step) skipped->push_back(path);
     }
   }
   return newest;
@@ -238,9 +278,9 @@ void rotate_checkpoints(const std::string& output_dir, int64_t limit, const std:
     if (step >= 0) checkpoints.emplace_back(step, entry.path());
   }
   std::sort(checkpoints.begin(), checkpoints.end());
-  auto is_best = [&](const fs::path& path) {
-    return best_checkpoint && fs::weakly_canonical(path) == fs::weakly_canonical(*best_checkpoint);
-  };
+  // Every checkpoint is in output_dir, so its name identifies it, however the path was spelled
+  // (relative to another working directory, say).
+  auto is_best = [&](const fs::path& path) { return best_checkpoint && path.filename() == fs::path(*best_checkpoint).filename(); };
   auto remaining = static_cast<int64_t>(checkpoints.size());
   for (std::size_t i = 0; i + 1 < checkpoints.size() && remaining > limit; ++i) {
     if (is_best(checkpoints[i].second)) continue;

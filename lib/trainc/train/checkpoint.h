@@ -23,21 +23,26 @@
 
 namespace trainc {
 
-// Returns the checkpoint directory. `optimizer` may be null (save_only_model). `rank_cpu_rng_states`:
-// in a data-parallel run, every rank's CPU generator state, by rank (rank 0's is rng_state.pt's).
-std::string save_checkpoint(const std::string& output_dir, Model& model, torch::optim::Optimizer* optimizer,
+// Returns the checkpoint directory. `optimizer` may be null (save_only_model); `optim` is its
+// config name, recorded so that a resume with another optimizer is refused by name.
+// `rank_cpu_rng_states`: in a data-parallel run, every rank's CPU generator state, by rank (rank
+// 0's is rng_state.pt's).
+std::string save_checkpoint(const std::string& output_dir, Model& model, torch::optim::Optimizer* optimizer, const std::string& optim,
                             const TrainerState& state, const std::string& config_yaml,
                             const std::vector<torch::Tensor>& rank_cpu_rng_states = {});
 
 // UserError naming the file and tensor when the checkpoint does not fit the model.
 void load_model_weights(const std::string& checkpoint_dir, Model& model);
 
-// Optimizer state, RNG states and trainer state, for an exact resume. `rank`: a data-parallel
-// rank restores its own CPU generator state when the checkpoint has one for it.
-TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer, int rank = 0);
+// Optimizer state, RNG states and trainer state, for an exact resume. `optim`: the run's optimizer,
+// whose state must be the kind the checkpoint holds. `rank`: a data-parallel rank restores its own
+// CPU generator state when the checkpoint has one for it.
+TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer, const std::string& optim,
+                                 int rank = 0);
 
-// The checkpoint-<N> directory with the largest N that is complete, if any.
-std::optional<std::string> newest_checkpoint(const std::string& output_dir);
+// The checkpoint-<N> directory with the largest N that is complete, if any. `skipped`, if given,
+// receives the checkpoint-<N> directories past it that are incomplete (a save cut short).
+std::optional<std::string> newest_checkpoint(const std::string& output_dir, std::vector<std::string>* skipped = nullptr);
 
 // Deletes the oldest checkpoints beyond `limit`, never the best one nor the newest.
 void rotate_checkpoints(const std::string& output_dir, int64_t limit, const std::optional<std::string>& best_checkpoint);

@@ -1,5 +1,11 @@
 #include "trainc/train/output_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -9,6 +15,32 @@
 
 namespace trainc {
 namespace fs = std::filesystem;
+namespace {
+
+constexpr const char kLockFile[] = ".trainc.lock";
+
+// Two runs writing one output_dir would interleave their checkpoints and metrics, and one that
+// overwrites would delete the other's. The run holds an advisory lock on a file in output_dir
+// while it lives; the kernel releases it when the process ends, however it ends.
+void lock_output_dir(const fs::path& dir) {
+  const fs::path path = dir / kLockFile;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw UserError("output_dir: cannot create " + path.string() + " (" + std::strerror(errno) + ")");
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char holder[32] = {};
+    const ssize_t got = ::pread(fd, holder, sizeof(holder) - 1, 0);
+    ::close(fd);
+    throw UserError("output_dir: " + dir.string() + " is in use by another trainc run (pid " +
+                    (got > 0 ? std::string(holder, static_cast<std::size_t>(got)) : std::string("unknown")) +
+                    "); wait for it to end or choose another output_dir");
+  }
+  // The pid only names the holder in another run's message; the lock is what counts, so a failed
+  // write is let be. The descriptor stays open, and so the lock held, until the process ends.
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
+}
+
+}  // namespace
 
 void prepare_output_dir(const TrainingArguments& args) {
   const fs::path dir(args.output_dir);
@@ -23,13 +55,19 @@ void prepare_output_dir(const TrainingArguments& args) {
   if (exists && !fs::is_directory(dir)) {
     throw UserError("output_dir: " + args.output_dir + " exists and is not a directory");
   }
-  const bool non_empty = exists && !fs::is_empty(dir);
+  bool non_empty = false;
+  if (exists) {
+    for (const auto& entry : fs::directory_iterator(dir)) non_empty = non_empty || entry.path().filename() != kLockFile;
+  }
+  if (non_empty && !resuming && !args.overwrite_output_dir) {
+    throw UserError("output_dir: " + args.output_dir +
+                    " is not empty; set overwrite_output_dir: true to replace its checkpoints and metrics, or "
+                    "resume_from_checkpoint: true to continue the run in it");
+  }
+  fs::create_directories(dir, error);
+  if (error) throw unusable("create", error);
+  lock_output_dir(dir);  // before anything in it is replaced
   if (non_empty && !resuming) {
-    if (!args.overwrite_output_dir) {
-      throw UserError("output_dir: " + args.output_dir +
-                      " is not empty; set overwrite_output_dir: true to replace its checkpoints and metrics, or "
-                      "resume_from_checkpoint: true to continue the run in it");
-    }
     // Replace what a previous run wrote; leave anything else the user keeps there.
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
@@ -37,8 +75,6 @@ void prepare_output_dir(const TrainingArguments& args) {
       if (name == "metrics.jsonl" || name == "run_config.yaml") fs::remove(entry.path());
     }
   }
-  fs::create_directories(dir, error);
-  if (error) throw unusable("create", error);
   remove_stale_checkpoint_files(args.output_dir);
 }
 

@@ -51,7 +51,8 @@ void configure_logging(const std::string& log_level) {
 }
 
 Reporter::Reporter(const std::string& metrics_path, bool append, std::optional<bool> disable_tqdm)
-    : metrics_(metrics_path.empty() ? std::ofstream() : std::ofstream(metrics_path, append ? std::ios::app : std::ios::trunc)) {
+    : metrics_path_(metrics_path),
+      metrics_(metrics_path.empty() ? std::ofstream() : std::ofstream(metrics_path, append ? std::ios::app : std::ios::trunc)) {
   if (!metrics_path.empty() && !metrics_) throw UserError(metrics_path + ": cannot open for writing", kExitFailure);
   show_bar_ = !disable_tqdm.value_or(false) && ::isatty(STDOUT_FILENO);
 }
@@ -76,7 +77,7 @@ void Reporter::warn(const std::string& line) {
 void Reporter::record(const nlohmann::json& event) {
   if (!metrics_.is_open()) return;
   metrics_ << event.dump() << "\n";
-  metrics_.flush();
+  if (!metrics_.flush()) throw UserError(metrics_path_ + ": cannot write (disk full?)", kExitFailure);
 }
 
 void Reporter::progress(int64_t step, int64_t total_steps, double seconds_per_step) {

@@ -29,6 +29,7 @@ class Reporter {
 
  private:
   void clear_bar();
+  std::string metrics_path_;
   std::ofstream metrics_;
   bool show_bar_ = false;
   bool bar_drawn_ = false;

@@ -253,7 +253,7 @@ void Trainer::maybe_save(bool force) {
       data_parallel_ ? data_parallel_->all_gather(at::globalContext().defaultGenerator(c10::Device(c10::kCPU)).get_state())
                      : std::vector<torch::Tensor>{};
   if (world_.is_main()) {  // the replicas hold the same weights; one writes them
-    save_checkpoint(args_.output_dir, *model_, args_.save_only_model ? nullptr : optimizer_.get(), state_, config_yaml_,
+    save_checkpoint(args_.output_dir, *model_, args_.save_only_model ? nullptr : optimizer_.get(), args_.optim, state_, config_yaml_,
                     rank_rng_states);
     if (args_.save_total_limit) rotate_checkpoints(args_.output_dir, *args_.save_total_limit, state_.best_model_checkpoint);
     reporter_->info("saved " + path);
@@ -419,14 +419,23 @@ int Trainer::train() {
   // Everything is checked before the output directory is touched: a run that fails here leaves it as it was.
   std::optional<std::string> resume_dir;
   if (args_.resume_from_checkpoint) {
-    resume_dir = *args_.resume_from_checkpoint == "true" ? newest_checkpoint(args_.output_dir) : args_.resume_from_checkpoint;
+    std::vector<std::string> incomplete;
+    resume_dir = *args_.resume_from_checkpoint == "true" ? newest_checkpoint(args_.output_dir, &incomplete) : args_.resume_from_checkpoint;
+    for (const std::string& skipped : incomplete) {
+      warnings_.push_back("resume_from_checkpoint: skipping " + skipped + ", an incomplete checkpoint (no trainc_checkpoint.json)");
+    }
     if (!resume_dir) {
       throw UserError("resume_from_checkpoint: true, but output_dir " + args_.output_dir + " holds no complete checkpoint-<step>");
     }
     if (!fs::is_directory(*resume_dir)) throw UserError("resume_from_checkpoint: " + *resume_dir + " is not a directory");
     load_model_weights(*resume_dir, *model_);
-    state_ = load_training_state(*resume_dir, *optimizer_, world_.rank);
+    state_ = load_training_state(*resume_dir, *optimizer_, args_.optim, world_.rank);
     state_.max_steps = plan_.total_steps;
+    // The best checkpoint is one of output_dir's: its path as this run spells output_dir, so that
+    // rotation and load_best_model_at_end find it whatever directory the run was started from.
+    if (state_.best_model_checkpoint) {
+      state_.best_model_checkpoint = (fs::path(args_.output_dir) / fs::path(*state_.best_model_checkpoint).filename()).string();
+    }
   }
   config_yaml_ = to_yaml_text(config_);
   // Rank 0 owns output_dir; the other ranks log warnings only (Hugging Face's log_level_replica).

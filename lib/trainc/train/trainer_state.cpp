@@ -19,6 +19,7 @@ TrainerState TrainerState::from_json(const nlohmann::json& json, const std::stri
   try {
     TrainerState state;
     state.global_step = json.at("global_step").get<int64_t>();
+    if (state.global_step < 0) throw UserError(source + ": global_step is " + std::to_string(state.global_step) + ", expected >= 0");
     state.epoch = json.at("epoch").get<double>();
     state.max_steps = json.at("max_steps").get<int64_t>();
     state.logging_steps = json.at("logging_steps").get<int64_t>();
