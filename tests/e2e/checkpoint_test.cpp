@@ -170,11 +170,16 @@ TEST_CASE("checkpoints that do not fit or are damaged get a clear error and stay
   SECTION("a truncated weights file") {
     const std::string weights = read_text(checkpoint + "/model.pt");
     std::ofstream(checkpoint + "/model.pt", std::ios::binary) << weights.substr(0, weights.size() / 2);
-    const CommandResult result =
-        run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint true");
+    CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint true");
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(checkpoint + "/model.pt: damaged: its contents do not match the checksum saved with it"));
+    CHECK(fs::exists(dir.file("out/checkpoint-2/model.pt")));  // nothing was overwritten
+    auto info = nlohmann::json::parse(read_text(checkpoint + "/trainc_checkpoint.json"));
+    info.erase("checksums");  // as an older trainc wrote them: the archive reader's own check
+    std::ofstream(checkpoint + "/trainc_checkpoint.json") << info.dump();
+    result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint true");
     CHECK(result.exit_code == 2);
     CHECK_THAT(result.err, Contains(checkpoint + "/model.pt: cannot read (truncated or not written by trainc)"));
-    CHECK(fs::exists(dir.file("out/checkpoint-2/model.pt")));  // nothing was overwritten
   }
   SECTION("a newer format version") {
     std::ofstream(checkpoint + "/trainc_checkpoint.json") << R"({"format": "trainc-checkpoint", "format_version": 99})";
@@ -183,12 +188,37 @@ TEST_CASE("checkpoints that do not fit or are damaged get a clear error and stay
     CHECK(result.exit_code == 2);
     CHECK_THAT(result.err, Contains("checkpoint format version 99, this trainc reads version 1"));
   }
+  SECTION("a larger model's checkpoint") {
+    // Hidden sizes [16, 3] hold the tensors of [16] with the same shapes, and one more layer.
+    REQUIRE(run_trainc("--config " + config + " --output-dir " + dir.file("larger") + " --model.hidden-sizes 16,3").exit_code == 0);
+    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint " +
+                                            dir.file("larger/checkpoint-4"));
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(dir.file("larger/checkpoint-4") + "/model.pt: tensor 'layers.4.weight' is not in the model"));
+  }
+  SECTION("a flipped bit, or a file copied over another") {
+    std::string weights = read_text(checkpoint + "/model.pt");
+    weights[weights.size() / 2] ^= 0x10;  // inside a tensor's bytes: LibTorch reads it without a word
+    std::ofstream(checkpoint + "/model.pt", std::ios::binary) << weights;
+    CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint " + checkpoint);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(checkpoint + "/model.pt: damaged: its contents do not match the checksum saved with it"));
+    const std::string earlier = dir.file("out/checkpoint-2");
+    fs::copy_file(earlier + "/model.pt", earlier + "/rng_state.pt", fs::copy_options::overwrite_existing);
+    result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint " + earlier);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(earlier + "/rng_state.pt: damaged"));
+  }
   SECTION("another optimizer's state") {
     const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --optim sgd --resume-from-checkpoint true");
     CHECK(result.exit_code == 2);
     CHECK_THAT(result.err, Contains(checkpoint + ": saved with optim adamw_torch, whose state does not fit this run's optim sgd"));
   }
-  SECTION("a negative step") {
+  SECTION("a negative step, in a checkpoint without checksums") {
+    // Without checksums (as an older trainc wrote them), the files are read as they are.
+    auto info = nlohmann::json::parse(read_text(checkpoint + "/trainc_checkpoint.json"));
+    info.erase("checksums");
+    std::ofstream(checkpoint + "/trainc_checkpoint.json") << info.dump();
     std::string state = read_text(checkpoint + "/trainer_state.json");
     const std::size_t at = state.find("\"global_step\": 4");
     REQUIRE(at != std::string::npos);

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
+#include "trainc/common/checksum.h"
 #include "trainc/common/error.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/train/capturable_optimizer.h"
@@ -30,23 +32,30 @@ void sync_path(const fs::path& path) {
   }
 }
 
-void write_text(const fs::path& path, const std::string& text) {
+// Each writer returns its file's checksum, which trainc_checkpoint.json records.
+std::string write_text(const fs::path& path, const std::string& text) {
   std::ofstream file(path, std::ios::binary);
   file << text;
   if (!file.flush()) throw UserError(path.string() + ": cannot write (disk full or no permission?)", kExitFailure);
+  Checksum checksum;
+  checksum.update(text.data(), text.size());
+  return checksum.hex();
 }
 
 // LibTorch's archive writer throws when a write comes up short, and its destructor then writes
 // the archive's end, throws again and ends the process. So writes that fail are taken as done
 // (nothing more is written) and reported once the archive is finished.
-void save_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
+std::string save_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
   std::ofstream file(path, std::ios::binary);
   bool failed = !file;
+  Checksum checksum;
   archive.save_to([&](const void* data, size_t size) -> size_t {
     if (!failed) failed = !file.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+    checksum.update(data, size);
     return size;
   });
   if (failed || !file.flush()) throw UserError(path.string() + ": cannot write (disk full or no permission?)", kExitFailure);
+  return checksum.hex();
 }
 
 nlohmann::json read_json(const fs::path& path) {
@@ -59,8 +68,22 @@ nlohmann::json read_json(const fs::path& path) {
   }
 }
 
+// A file whose bytes are not the ones saved (a flipped bit, a file copied over another) is refused:
+// LibTorch reads most such damage without a word. Checkpoints without checksums are read as they are.
+void verify_checksum(const fs::path& path) {
+  const nlohmann::json info = read_json(path.parent_path() / kInfoFile);
+  const auto checksums = info.find("checksums");
+  if (checksums == info.end() || !checksums->is_object()) return;
+  const auto expected = checksums->find(path.filename().string());
+  if (expected == checksums->end() || !expected->is_string()) return;
+  if (file_checksum(path.string()) != expected->get<std::string>()) {
+    throw UserError(path.string() + ": damaged: its contents do not match the checksum saved with it in " + kInfoFile);
+  }
+}
+
 void load_archive(torch::serialize::InputArchive& archive, const fs::path& path) {
   if (!fs::exists(path)) throw UserError(path.string() + ": missing; not a complete trainc checkpoint");
+  verify_checksum(path);
   try {
     archive.load_from(path.string());
   } catch (const c10::Error& error) {
@@ -114,32 +137,35 @@ std::string save_checkpoint(const std::string& output_dir, Model& model, torch::
     torch::serialize::OutputArchive weights;
     for (const auto& [name, tensor] : model.named_parameters()) weights.write(name, tensor.detach().cpu());
     for (const auto& [name, tensor] : model.named_buffers()) weights.write(name, tensor.cpu(), /*is_buffer=*/true);
-    save_archive(weights, temp_dir / "model.pt");
+    nlohmann::json checksums = nlohmann::json::object();
+    checksums["model.pt"] = save_archive(weights, temp_dir / "model.pt");
     if (optimizer != nullptr) {
       torch::serialize::OutputArchive optimizer_archive;
       // A capturable optimizer counts its steps on the device; the checkpoint holds them as eager's do.
       if (auto* on_device = dynamic_cast<DeviceStateOptimizer*>(optimizer)) on_device->store_device_state();
       optimizer->save(optimizer_archive);
-      save_archive(optimizer_archive, temp_dir / "optimizer.pt");
+      checksums["optimizer.pt"] = save_archive(optimizer_archive, temp_dir / "optimizer.pt");
     }
     torch::serialize::OutputArchive rng;
     for (const c10::Device& device : generator_devices()) {
       rng.write(device.str(), at::globalContext().defaultGenerator(device).get_state());
     }
-    save_archive(rng, temp_dir / "rng_state.pt");
+    checksums["rng_state.pt"] = save_archive(rng, temp_dir / "rng_state.pt");
     for (std::size_t rank = 1; rank < rank_cpu_rng_states.size(); ++rank) {
       torch::serialize::OutputArchive rank_rng;
       rank_rng.write("cpu", rank_cpu_rng_states[rank]);
-      save_archive(rank_rng, temp_dir / ("rng_state_" + std::to_string(rank) + ".pt"));
+      const std::string name = "rng_state_" + std::to_string(rank) + ".pt";
+      checksums[name] = save_archive(rank_rng, temp_dir / name);
     }
-    write_text(temp_dir / "trainer_state.json", state.to_json().dump(2) + "\n");
-    write_text(temp_dir / "run_config.yaml", config_yaml);
+    checksums["trainer_state.json"] = write_text(temp_dir / "trainer_state.json", state.to_json().dump(2) + "\n");
+    checksums["run_config.yaml"] = write_text(temp_dir / "run_config.yaml", config_yaml);
     const nlohmann::json info = {{"format", kCheckpointFormatName},
                                  {"format_version", kCheckpointFormatVersion},
                                  {"trainc_version", TRAINC_VERSION},
                                  {"torch_version", kTorchVersionText},
                                  {"save_only_model", optimizer == nullptr},
-                                 {"optim", optim}};
+                                 {"optim", optim},
+                                 {"checksums", checksums}};
     write_text(temp_dir / kInfoFile, info.dump(2) + "\n");  // written last: its presence marks a complete checkpoint
     for (const auto& entry : fs::directory_iterator(temp_dir)) sync_path(entry.path());
     sync_path(temp_dir);
@@ -183,6 +209,14 @@ void load_model_weights(const std::string& checkpoint_dir, Model& model) {
   };
   restore(model.named_parameters(), false);
   restore(model.named_buffers(), true);
+  // Tensors the model lacks: a checkpoint of a larger model (more layers, a bias) would otherwise
+  // load, and fail later on the optimizer's state, which names the wrong cause.
+  std::set<std::string> expected;
+  for (const auto& [name, tensor] : model.named_parameters()) expected.insert(name);
+  for (const auto& [name, tensor] : model.named_buffers()) expected.insert(name);
+  for (const std::string& name : archive.keys()) {
+    if (!expected.count(name)) throw UserError(path.string() + ": tensor '" + name + "' is not in the model (the checkpoint is for a different model?)");
+  }
 }
 
 TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer, const std::string& optim,
@@ -228,6 +262,7 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
       generator.set_state(state);
     }
   }
+  verify_checksum(dir / "trainer_state.json");
   return TrainerState::from_json(read_json(dir / "trainer_state.json"), (dir / "trainer_state.json").string());
 }
 

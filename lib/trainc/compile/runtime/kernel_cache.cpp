@@ -1,8 +1,5 @@
 #include "trainc/compile/runtime/kernel_cache.h"
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -18,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "trainc/common/checksum.h"
 #include "trainc/common/error.h"
 
 namespace trainc {
@@ -76,12 +74,6 @@ std::string cpu_identity() {
     if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
   }
   return model + "\n" + flags;
-}
-
-std::string hex64(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
 }
 
 std::string key_of(const LibrarySource& source, const CompilerSettings& settings) {
@@ -158,12 +150,9 @@ void* KernelLibrary::symbol(const std::string& name) const {
 }
 
 std::string content_hash(const std::vector<std::string>& parts) {
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  for (const std::string& part : parts) XXH3_64bits_update(state, part.data(), part.size() + 1);
-  const uint64_t hash = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return hex64(hash);
+  Checksum checksum;
+  for (const std::string& part : parts) checksum.update(part.data(), part.size() + 1);  // with its NUL: parts stay apart
+  return checksum.hex();
 }
 
 void publish_file(const std::string& dir, const std::string& name, const std::string& bytes) {
