@@ -61,7 +61,46 @@ TEST_CASE("an IDX file cut short", "[e2e][data]") {
   write_idx_labels(dir.file("labels"), 10, false);
   const CommandResult result = train_idx(dir);
   CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Contains(dir.file("images") + ": truncated: 10 images needs 7840 bytes"));
+  CHECK_THAT(result.err, Contains(dir.file("images") + ": truncated: 10 images of 28x28 needs 7840 bytes"));
+}
+
+TEST_CASE("an IDX header whose counts the file cannot hold", "[e2e][data]") {
+  // A damaged header used to be believed: LibTorch then failed to allocate terabytes, with a C++ stack.
+  ScratchDir dir;
+  write_idx_labels(dir.file("labels"), 10, false);
+  auto with_header = [&](uint32_t count, uint32_t rows, uint32_t cols) {
+    write_idx_images(dir.file("images"), 10, false);
+    std::string bytes = read_text(dir.file("images"));
+    for (int field = 0; field < 3; ++field) {
+      const uint32_t value = field == 0 ? count : field == 1 ? rows : cols;
+      for (int byte = 0; byte < 4; ++byte) bytes[4 + 4 * field + byte] = static_cast<char>(value >> (24 - 8 * byte));
+    }
+    std::ofstream(dir.file("images"), std::ios::binary) << bytes;
+    return train_idx(dir);
+  };
+  CommandResult result = with_header(0xFFFFFFFF, 28, 28);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.file("images") + ": the header gives 4294967295 images of 28x28 pixels"));
+  result = with_header(10, 0x7FFFFFFF, 0x7FFFFFFF);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("images of 2147483647x2147483647 pixels"));
+  result = with_header(1000000, 28, 28);  // plausible, but the file holds 10
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.file("images") + ": truncated: 1000000 images of 28x28 needs 784000000 bytes, the file has 7840"));
+}
+
+TEST_CASE("held-out IDX images of another size than the training images", "[e2e][data]") {
+  ScratchDir dir;
+  write_idx_images(dir.file("images"), 10, false);
+  write_idx_labels(dir.file("labels"), 10, false);
+  std::string small = read_text(dir.file("images"));
+  small[11] = 10;  // rows 28 -> 10
+  small[15] = 10;  // cols 28 -> 10
+  std::ofstream(dir.file("eval_images"), std::ios::binary) << small.substr(0, 16 + 10 * 100);
+  const CommandResult result = train(dir, "data: {kind: idx, train_path: " + dir.file("images") + ", train_labels_path: " + dir.file("labels") +
+                                              ", eval_path: " + dir.file("eval_images") + ", eval_labels_path: " + dir.file("labels") + "}\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.file("eval_images") + ": images of 10x10 pixels, but the training images (" + dir.file("images") + ") are 28x28"));
 }
 
 TEST_CASE("a CSV with a non-numeric cell", "[e2e][data]") {

@@ -4,8 +4,9 @@
 
 #include <torch/torch.h>
 
-#include <array>
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "trainc/common/error.h"
 #include "trainc/data/dataset.h"
@@ -25,23 +26,27 @@ class GzipReader {
   GzipReader(const GzipReader&) = delete;
   GzipReader& operator=(const GzipReader&) = delete;
 
-  // Reads exactly `size` bytes or throws, naming `what` and how much was missing.
-  void read(void* buffer, std::size_t size, const std::string& what) {
-    std::size_t done = 0;
-    while (done < size) {
-      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(size - done, 1u << 30));
-      const int got = gzread(file_, static_cast<char*>(buffer) + done, chunk);
+  // Reads exactly `size` bytes or throws, naming `what` and how much was missing. The buffer grows
+  // as the bytes arrive, so a header that promises more than the file holds (a damaged count)
+  // ends in that message rather than in allocating what the header claims.
+  std::vector<uint8_t> read(std::size_t size, const std::string& what) {
+    std::vector<uint8_t> bytes;
+    while (bytes.size() < size) {
+      const std::size_t done = bytes.size();
+      const std::size_t chunk = std::min<std::size_t>(size - done, 1u << 26);
+      bytes.resize(done + chunk);
+      const int got = gzread(file_, bytes.data() + done, static_cast<unsigned>(chunk));
       if (got < 0) throw UserError(path_ + ": corrupt gzip data while reading " + what);
+      bytes.resize(done + static_cast<std::size_t>(got));
       if (got == 0) {
         throw UserError(path_ + ": truncated: " + what + " needs " + std::to_string(size) + " bytes, the file has " +
                         std::to_string(done));
       }
-      done += static_cast<std::size_t>(got);
     }
+    return bytes;
   }
   uint32_t read_big_endian(const std::string& what) {
-    std::array<unsigned char, 4> bytes{};
-    read(bytes.data(), bytes.size(), what);
+    const std::vector<uint8_t> bytes = read(4, what);
     return (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) | uint32_t{bytes[3]};
   }
   const std::string& path() const { return path_; }
@@ -66,8 +71,14 @@ torch::Tensor read_images(const std::string& path) {
   const int64_t count = reader.read_big_endian("the image count");
   const int64_t rows = reader.read_big_endian("the row count");
   const int64_t cols = reader.read_big_endian("the column count");
-  torch::Tensor pixels = torch::empty({count, 1, rows, cols}, torch::kUInt8);
-  reader.read(pixels.data_ptr(), static_cast<std::size_t>(pixels.numel()), std::to_string(count) + " images");
+  const int64_t side_limit = int64_t{1} << 20;  // keeps rows * cols from overflowing below
+  if (rows == 0 || cols == 0 || rows > side_limit || cols > side_limit || rows * cols > (int64_t{1} << 40) / std::max<int64_t>(count, 1)) {
+    throw UserError(path + ": the header gives " + std::to_string(count) + " images of " + std::to_string(rows) + "x" + std::to_string(cols) +
+                    " pixels; expected images of at least 1x1 pixel and at most 2^40 bytes in all (a damaged header?)");
+  }
+  std::vector<uint8_t> bytes = reader.read(static_cast<std::size_t>(count * rows * cols),
+                                           std::to_string(count) + " images of " + std::to_string(rows) + "x" + std::to_string(cols));
+  const torch::Tensor pixels = torch::from_blob(bytes.data(), {count, 1, rows, cols}, torch::kUInt8);
   return (pixels.to(torch::kFloat) / 255.0 - 0.5) / 0.5;
 }
 
@@ -75,9 +86,8 @@ torch::Tensor read_labels(const std::string& path, int64_t num_classes) {
   GzipReader reader(path);
   expect_magic(reader, kLabelsMagic, "labels");
   const int64_t count = reader.read_big_endian("the label count");
-  torch::Tensor labels = torch::empty({count}, torch::kUInt8);
-  reader.read(labels.data_ptr(), static_cast<std::size_t>(count), std::to_string(count) + " labels");
-  labels = labels.to(torch::kLong);
+  std::vector<uint8_t> bytes = reader.read(static_cast<std::size_t>(count), std::to_string(count) + " labels");
+  const torch::Tensor labels = torch::from_blob(bytes.data(), {count}, torch::kUInt8).to(torch::kLong);
   if (count > 0) {
     const int64_t largest = labels.max().item<int64_t>();
     if (largest >= num_classes) {
@@ -107,6 +117,11 @@ DataSplits load_idx_data(const DataConfig& data, const ModelConfig& model) {
   auto [images, labels] = read_pair(*data.train_path, *data.train_labels_path, model.num_classes);
   if (data.eval_path) {
     auto [eval_images, eval_labels] = read_pair(*data.eval_path, *data.eval_labels_path, model.num_classes);
+    if (eval_images.sizes().slice(1) != images.sizes().slice(1)) {
+      throw UserError(*data.eval_path + ": images of " + std::to_string(eval_images.size(2)) + "x" + std::to_string(eval_images.size(3)) +
+                      " pixels, but the training images (" + *data.train_path + ") are " + std::to_string(images.size(2)) + "x" +
+                      std::to_string(images.size(3)));
+    }
     splits.train = std::make_unique<TensorDataset>(images, labels);
     splits.eval = std::make_unique<TensorDataset>(eval_images, eval_labels);
   } else {
