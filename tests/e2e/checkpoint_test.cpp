@@ -290,6 +290,13 @@ TEST_CASE("the best checkpoint survives rotation when a resumed run starts in an
   REQUIRE(state["best_model_checkpoint"].is_string());
   const std::string best = fs::path(state["best_model_checkpoint"].get<std::string>()).filename().string();
   CHECK(fs::exists(dir.file("out/" + best + "/trainc_checkpoint.json")));
+
+  // Resumed into another output_dir, the best checkpoint is still the one beside the resumed one.
+  const CommandResult elsewhere = run_trainc("--config " + dir.file("run.yaml") + " --output-dir " + dir.file("other") +
+                                             " --max-steps 20 --load-best-model-at-end --resume-from-checkpoint " + dir.file("out/checkpoint-16"));
+  INFO(elsewhere.out << elsewhere.err);
+  CHECK(elsewhere.exit_code == 0);
+  CHECK_THAT(elsewhere.out, Contains("loaded the best model"));
 }
 
 TEST_CASE("a second run in an output_dir that a run is using is refused before it changes anything", "[e2e][checkpoint]") {

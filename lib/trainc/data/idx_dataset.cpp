@@ -74,7 +74,7 @@ torch::Tensor read_images(const std::string& path) {
   const int64_t side_limit = int64_t{1} << 20;  // keeps rows * cols from overflowing below
   if (rows == 0 || cols == 0 || rows > side_limit || cols > side_limit || rows * cols > (int64_t{1} << 40) / std::max<int64_t>(count, 1)) {
     throw UserError(path + ": the header gives " + std::to_string(count) + " images of " + std::to_string(rows) + "x" + std::to_string(cols) +
-                    " pixels; expected images of at least 1x1 pixel and at most 2^40 bytes in all (a damaged header?)");
+                    " pixels; expected sides of 1 to 2^20 pixels and at most 2^40 bytes in all (a damaged header?)");
   }
   std::vector<uint8_t> bytes = reader.read(static_cast<std::size_t>(count * rows * cols),
                                            std::to_string(count) + " images of " + std::to_string(rows) + "x" + std::to_string(cols));

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -24,19 +25,23 @@ constexpr const char kInfoFile[] = "trainc_checkpoint.json";
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-void sync_path(const fs::path& path) {
+// False when the path's data did not reach the disk: some write errors (NFS, quotas) surface
+// only here. A file system that cannot sync a file at all (EINVAL) is not such an error.
+bool sync_path(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  if (fd < 0) return false;
+  const bool synced = ::fsync(fd) == 0 || errno == EINVAL;
+  ::close(fd);
+  return synced;
 }
 
-// Each writer returns its file's checksum, which trainc_checkpoint.json records.
-std::string write_text(const fs::path& path, const std::string& text) {
+// Each writer returns its file's checksum, which trainc_checkpoint.json records; `shown` is the
+// path its messages name (the file's place in the finished checkpoint).
+std::string write_text(const fs::path& path, const std::string& text, const fs::path& shown) {
   std::ofstream file(path, std::ios::binary);
   file << text;
-  if (!file.flush()) throw UserError(path.string() + ": cannot write (disk full or no permission?)", kExitFailure);
+  file.close();
+  if (!file) throw UserError(shown.string() + ": cannot write (disk full or no permission?)", kExitFailure);
   Checksum checksum;
   checksum.update(text.data(), text.size());
   return checksum.hex();
@@ -45,7 +50,7 @@ std::string write_text(const fs::path& path, const std::string& text) {
 // LibTorch's archive writer throws when a write comes up short, and its destructor then writes
 // the archive's end, throws again and ends the process. So writes that fail are taken as done
 // (nothing more is written) and reported once the archive is finished.
-std::string save_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
+std::string save_archive(torch::serialize::OutputArchive& archive, const fs::path& path, const fs::path& shown) {
   std::ofstream file(path, std::ios::binary);
   bool failed = !file;
   Checksum checksum;
@@ -54,7 +59,8 @@ std::string save_archive(torch::serialize::OutputArchive& archive, const fs::pat
     checksum.update(data, size);
     return size;
   });
-  if (failed || !file.flush()) throw UserError(path.string() + ": cannot write (disk full or no permission?)", kExitFailure);
+  file.close();
+  if (failed || !file) throw UserError(shown.string() + ": cannot write (disk full or no permission?)", kExitFailure);
   return checksum.hex();
 }
 
@@ -138,27 +144,28 @@ std::string save_checkpoint(const std::string& output_dir, Model& model, torch::
     for (const auto& [name, tensor] : model.named_parameters()) weights.write(name, tensor.detach().cpu());
     for (const auto& [name, tensor] : model.named_buffers()) weights.write(name, tensor.cpu(), /*is_buffer=*/true);
     nlohmann::json checksums = nlohmann::json::object();
-    checksums["model.pt"] = save_archive(weights, temp_dir / "model.pt");
+    checksums["model.pt"] = save_archive(weights, temp_dir / "model.pt", final_dir / "model.pt");
     if (optimizer != nullptr) {
       torch::serialize::OutputArchive optimizer_archive;
       // A capturable optimizer counts its steps on the device; the checkpoint holds them as eager's do.
       if (auto* on_device = dynamic_cast<DeviceStateOptimizer*>(optimizer)) on_device->store_device_state();
       optimizer->save(optimizer_archive);
-      checksums["optimizer.pt"] = save_archive(optimizer_archive, temp_dir / "optimizer.pt");
+      checksums["optimizer.pt"] = save_archive(optimizer_archive, temp_dir / "optimizer.pt", final_dir / "optimizer.pt");
     }
     torch::serialize::OutputArchive rng;
     for (const c10::Device& device : generator_devices()) {
       rng.write(device.str(), at::globalContext().defaultGenerator(device).get_state());
     }
-    checksums["rng_state.pt"] = save_archive(rng, temp_dir / "rng_state.pt");
+    checksums["rng_state.pt"] = save_archive(rng, temp_dir / "rng_state.pt", final_dir / "rng_state.pt");
     for (std::size_t rank = 1; rank < rank_cpu_rng_states.size(); ++rank) {
       torch::serialize::OutputArchive rank_rng;
       rank_rng.write("cpu", rank_cpu_rng_states[rank]);
       const std::string name = "rng_state_" + std::to_string(rank) + ".pt";
-      checksums[name] = save_archive(rank_rng, temp_dir / name);
+      checksums[name] = save_archive(rank_rng, temp_dir / name, final_dir / name);
     }
-    checksums["trainer_state.json"] = write_text(temp_dir / "trainer_state.json", state.to_json().dump(2) + "\n");
-    checksums["run_config.yaml"] = write_text(temp_dir / "run_config.yaml", config_yaml);
+    checksums["trainer_state.json"] =
+        write_text(temp_dir / "trainer_state.json", state.to_json().dump(2) + "\n", final_dir / "trainer_state.json");
+    checksums["run_config.yaml"] = write_text(temp_dir / "run_config.yaml", config_yaml, final_dir / "run_config.yaml");
     const nlohmann::json info = {{"format", kCheckpointFormatName},
                                  {"format_version", kCheckpointFormatVersion},
                                  {"trainc_version", TRAINC_VERSION},
@@ -166,9 +173,13 @@ std::string save_checkpoint(const std::string& output_dir, Model& model, torch::
                                  {"save_only_model", optimizer == nullptr},
                                  {"optim", optim},
                                  {"checksums", checksums}};
-    write_text(temp_dir / kInfoFile, info.dump(2) + "\n");  // written last: its presence marks a complete checkpoint
-    for (const auto& entry : fs::directory_iterator(temp_dir)) sync_path(entry.path());
-    sync_path(temp_dir);
+    write_text(temp_dir / kInfoFile, info.dump(2) + "\n", final_dir / kInfoFile);  // written last: its presence marks a complete checkpoint
+    for (const auto& entry : fs::directory_iterator(temp_dir)) {
+      if (!sync_path(entry.path())) {
+        throw UserError((final_dir / entry.path().filename()).string() + ": cannot write (the data did not reach the disk)", kExitFailure);
+      }
+    }
+    sync_path(temp_dir);  // the directory's entries: best effort, as for the renames below
   } catch (...) {
     std::error_code ignored;
     fs::remove_all(temp_dir, ignored);
@@ -183,7 +194,7 @@ std::string save_checkpoint(const std::string& output_dir, Model& model, torch::
   } else {
     fs::rename(temp_dir, final_dir);
   }
-  sync_path(output_dir);
+  sync_path(output_dir);  // the renames: best effort, the checkpoint is complete either way
   return final_dir.string();
 }
 

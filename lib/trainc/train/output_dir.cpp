@@ -27,6 +27,12 @@ void lock_output_dir(const fs::path& dir) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw UserError("output_dir: cannot create " + path.string() + " (" + std::strerror(errno) + ")");
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) {
+      const std::string reason = std::strerror(errno);
+      ::close(fd);
+      throw UserError("output_dir: cannot lock " + path.string() + " (" + reason +
+                      "); trainc locks output_dir so that two runs never write it at once");
+    }
     char holder[32] = {};
     const ssize_t got = ::pread(fd, holder, sizeof(holder) - 1, 0);
     ::close(fd);
@@ -55,18 +61,27 @@ void prepare_output_dir(const TrainingArguments& args) {
   if (exists && !fs::is_directory(dir)) {
     throw UserError("output_dir: " + args.output_dir + " exists and is not a directory");
   }
-  bool non_empty = false;
-  if (exists) {
-    for (const auto& entry : fs::directory_iterator(dir)) non_empty = non_empty || entry.path().filename() != kLockFile;
-  }
-  if (non_empty && !resuming && !args.overwrite_output_dir) {
-    throw UserError("output_dir: " + args.output_dir +
-                    " is not empty; set overwrite_output_dir: true to replace its checkpoints and metrics, or "
-                    "resume_from_checkpoint: true to continue the run in it");
-  }
+  // Whether an earlier run (or the user) left anything there; the lock file does not count.
+  const auto holds_anything = [&] {
+    if (!fs::is_directory(dir)) return false;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.path().filename() != kLockFile) return true;
+    }
+    return false;
+  };
+  const auto refuse_unless_allowed = [&](bool non_empty) {
+    if (non_empty && !resuming && !args.overwrite_output_dir) {
+      throw UserError("output_dir: " + args.output_dir +
+                      " is not empty; set overwrite_output_dir: true to replace its checkpoints and metrics, or "
+                      "resume_from_checkpoint: true to continue the run in it");
+    }
+  };
+  refuse_unless_allowed(exists && holds_anything());  // before the lock file is made there
   fs::create_directories(dir, error);
   if (error) throw unusable("create", error);
   lock_output_dir(dir);  // before anything in it is replaced
+  const bool non_empty = holds_anything();  // again under the lock: a run that held it may have written there
+  refuse_unless_allowed(non_empty);
   if (non_empty && !resuming) {
     // Replace what a previous run wrote; leave anything else the user keeps there.
     for (const auto& entry : fs::directory_iterator(dir)) {

@@ -431,10 +431,18 @@ int Trainer::train() {
     load_model_weights(*resume_dir, *model_);
     state_ = load_training_state(*resume_dir, *optimizer_, args_.optim, world_.rank);
     state_.max_steps = plan_.total_steps;
-    // The best checkpoint is one of output_dir's: its path as this run spells output_dir, so that
+    // The best checkpoint sits beside the one resumed from: its path as this run reaches it, so that
     // rotation and load_best_model_at_end find it whatever directory the run was started from.
     if (state_.best_model_checkpoint) {
-      state_.best_model_checkpoint = (fs::path(args_.output_dir) / fs::path(*state_.best_model_checkpoint).filename()).string();
+      const fs::path beside = fs::path(*resume_dir).parent_path() / fs::path(*state_.best_model_checkpoint).filename();
+      if (fs::exists(beside)) {
+        state_.best_model_checkpoint = beside.string();
+      } else if (!fs::exists(*state_.best_model_checkpoint)) {
+        warnings_.push_back("best_model_checkpoint " + *state_.best_model_checkpoint + " of " + *resume_dir +
+                            " is gone; the best is tracked again from this run's evaluations");
+        state_.best_model_checkpoint.reset();
+        state_.best_metric.reset();
+      }
     }
   }
   config_yaml_ = to_yaml_text(config_);
