@@ -1,6 +1,7 @@
 // Bad data files: each a clear error (exit 2) naming the file and where it is wrong.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <fstream>
 
 #include "support/command.h"
@@ -34,6 +35,17 @@ TEST_CASE("a truncated token file", "[e2e][data]") {
   const CommandResult odd = train(dir, kGpt + "data: {kind: tokens, train_path: " + dir.file("odd.bin") + "}\n");
   CHECK(odd.exit_code == 2);
   CHECK_THAT(odd.err, Contains(dir.file("odd.bin") + ": 101 bytes is not a whole number of uint16 tokens"));
+
+  // A damaged count in the header: negative, or fewer tokens than the file holds.
+  for (const int32_t announced : {-5, 10}) {
+    std::string header = bytes;
+    std::memcpy(&header[8], &announced, sizeof(announced));  // int32 2 of 256, little-endian as llm.c writes it
+    std::ofstream(dir.file("damaged.bin"), std::ios::binary) << header;
+    const CommandResult damaged = train(dir, kGpt + "data: {kind: tokens, train_path: " + dir.file("damaged.bin") + "}\n");
+    CHECK(damaged.exit_code == 2);
+    CHECK_THAT(damaged.err, Contains(dir.file("damaged.bin") + ": the llm.c header announces " + std::to_string(announced) + " tokens"));
+    CHECK_THAT(damaged.err, !Contains("truncated"));
+  }
 }
 
 TEST_CASE("tokens outside the vocabulary", "[e2e][data]") {

@@ -32,10 +32,14 @@ torch::Tensor read_token_file(const std::string& path, int64_t vocab_size) {
                         std::to_string(kLlmcVersion) + " (uint16 tokens)");
       }
       offset = sizeof(header);
+      if (header[2] < 0) {
+        throw UserError(path + ": the llm.c header announces " + std::to_string(header[2]) + " tokens; expected a count >= 0 (a damaged header?)");
+      }
       count = static_cast<std::size_t>(header[2]);
-      if (header[2] < 0 || file_size != offset + 2 * count) {
-        throw UserError(path + ": truncated: the llm.c header announces " + std::to_string(header[2]) + " tokens (" +
-                        std::to_string(offset + 2 * count) + " bytes), the file has " + std::to_string(file_size) + " bytes");
+      if (file_size != offset + 2 * count) {
+        throw UserError(path + ": " + (file_size < offset + 2 * count ? "truncated: " : "") + "the llm.c header announces " +
+                        std::to_string(header[2]) + " tokens (" + std::to_string(offset + 2 * count) + " bytes), the file has " +
+                        std::to_string(file_size) + " bytes" + (file_size > offset + 2 * count ? " (a damaged header, or data appended?)" : ""));
       }
     }
   }
