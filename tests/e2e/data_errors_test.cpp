@@ -122,6 +122,14 @@ TEST_CASE("a CSV with a non-numeric cell", "[e2e][data]") {
                                           "data: {kind: csv, train_path: " + dir.file("train.csv") + "}\n");
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains(dir.file("train.csv") + ":3: column 'b': got \"x7\", expected a number"));
+
+  // Binary bytes in a cell are shown escaped and cut short, not written to the terminal.
+  dir.write("binary.csv", "a,b,label\n1,2,0\n3,\x01\x02" + std::string(100, 'z') + ",1\n");
+  const CommandResult binary = train(dir, "model: {name: mlp, input_size: 2, num_classes: 2}\n"
+                                          "data: {kind: csv, train_path: " + dir.file("binary.csv") + "}\n");
+  CHECK(binary.exit_code == 2);
+  CHECK_THAT(binary.err, Contains(":3: column 'b': got \"\\x01\\x02zzzz") && Contains("zzz...\", expected a number"));
+  CHECK(binary.err.find('\x01') == std::string::npos);
 }
 
 TEST_CASE("a CSV with a cell that is not a finite float32", "[e2e][data]") {

@@ -252,6 +252,7 @@ TEST_CASE("unknown keys are named with their position and the closest valid key"
   CHECK_THAT(error_of("", {{"--lerning-rate", "1"}}), Contains("unknown flag --lerning-rate; did you mean --learning-rate?"));
   CHECK_THAT(error_of("", {{"--model.nlayer", "1"}}), Contains("did you mean --model.n-layer?"));
   CHECK_THAT(error_of("zzzzzzzzzzzz: 1"), !Contains("did you mean"));
+  CHECK_THAT(error_of("", {{"--foo", "1"}}), !Contains("did you mean"));  // three edits from bf16: no kin of it
 }
 
 TEST_CASE("YAML syntax errors and missing files", "[config]") {

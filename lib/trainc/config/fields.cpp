@@ -155,7 +155,8 @@ std::string closest_key(const std::string& key, const std::vector<std::string>& 
   std::size_t best_distance = std::max<std::size_t>(3, key.size() / 3) + 1;
   for (const std::string& candidate : candidates) {
     const std::size_t distance = edit_distance(key, candidate);
-    if (distance < best_distance) best = candidate, best_distance = distance;
+    // Fewer edits than half the key's letters: a short word is not a typo of an unrelated key.
+    if (distance < best_distance && 2 * distance < key.size()) best = candidate, best_distance = distance;
   }
   return best;
 }

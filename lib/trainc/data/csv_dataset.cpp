@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +13,23 @@
 
 namespace trainc {
 namespace {
+
+// A cell or column name as a message shows it: bytes that are not printable ASCII as \xNN, and
+// at most 40 characters, so that a binary file given as CSV does not write itself to the terminal.
+std::string shown(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (out.size() >= 40) return out + "...";
+    if (c >= 0x20 && c < 0x7f) {
+      out += c;
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+      out += escaped;
+    }
+  }
+  return out;
+}
 
 std::vector<std::string> split_row(const std::string& line) {
   std::vector<std::string> cells;
@@ -38,7 +56,7 @@ CsvTable read_csv(const std::string& path, const std::string& label_column, int6
   const std::vector<std::string> header = split_row(line);
   const auto label_it = std::find(header.begin(), header.end(), label_column);
   if (label_it == header.end()) {
-    throw UserError(path + ": no column named '" + label_column + "' (data.label_column); the header has: " + join(header, ", "));
+    throw UserError(path + ": no column named '" + label_column + "' (data.label_column); the header has: " + shown(join(header, ", ")));
   }
   const auto label_index = static_cast<std::size_t>(label_it - header.begin());
   std::vector<float> features;
@@ -56,16 +74,16 @@ CsvTable read_csv(const std::string& path, const std::string& label_column, int6
       char* end = nullptr;
       const double value = cell.empty() ? 0.0 : std::strtod(cell.c_str(), &end);
       if (cell.empty() || end != cell.c_str() + cell.size()) {
-        throw UserError(where + ": column '" + header[column] + "': got \"" + cell + "\", expected a number");
+        throw UserError(where + ": column '" + shown(header[column]) + "': got \"" + shown(cell) + "\", expected a number");
       }
       if (column != label_index) {
         // nan, inf and values beyond float32's range would only show up later as a non-finite loss.
         if (!std::isfinite(static_cast<float>(value))) {
-          throw UserError(where + ": column '" + header[column] + "': got \"" + cell + "\", expected a finite number within float32's range");
+          throw UserError(where + ": column '" + shown(header[column]) + "': got \"" + shown(cell) + "\", expected a finite number within float32's range");
         }
         features.push_back(static_cast<float>(value));
       } else if (value != std::floor(value) || value < 0 || value >= static_cast<double>(num_classes)) {
-        throw UserError(where + ": column '" + header[column] + "': got " + cell + ", expected a class id in [0, " +
+        throw UserError(where + ": column '" + shown(header[column]) + "': got " + shown(cell) + ", expected a class id in [0, " +
                         std::to_string(num_classes) + ") (model.num_classes)");
       } else {
         labels.push_back(static_cast<int64_t>(value));
