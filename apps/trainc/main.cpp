@@ -177,6 +177,11 @@ int run(int argc, char** argv) {
   }
   const std::string source = config_path.empty() ? trainc::kBuiltinConfigName : config_path;
   trainc::check_disabled_optimizations();
+  // The per-kernel profile turns on for exactly "1"; another value is a typo, not "off".
+  if (const char* profile = std::getenv("TRAINC_PROFILE_KERNELS"); profile != nullptr && *profile != '\0' &&
+                                                                   std::string(profile) != "0" && std::string(profile) != "1") {
+    throw trainc::UserError(std::string("TRAINC_PROFILE_KERNELS=") + profile + ": expected 1 (on) or 0 (off)");
+  }
   if (explain) return trainc::run_explain(config, source, run_options);
   if (nproc_per_node > 1) {
     if (std::getenv("WORLD_SIZE") != nullptr) {

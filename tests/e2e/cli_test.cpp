@@ -102,6 +102,15 @@ TEST_CASE("a flag that takes a value is not given the next flag as its value", "
   CHECK(result.exit_code == 0);
 }
 
+TEST_CASE("an environment switch with a value it does not take is a usage error", "[e2e][cli]") {
+  const CommandResult result = run_command("TRAINC_PROFILE_KERNELS=yes " + std::string(TRAINC_BINARY) + " --print-config");
+  CHECK(result.exit_code == 0);  // --print-config runs nothing
+  ScratchDir dir;
+  const CommandResult run = run_command("TRAINC_PROFILE_KERNELS=yes " + std::string(TRAINC_BINARY) + " --max-steps 1 --output-dir " + dir.file("out"));
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Contains("TRAINC_PROFILE_KERNELS=yes: expected 1 (on) or 0 (off)"));
+}
+
 TEST_CASE("the config and dump paths must be usable", "[e2e][cli]") {
   ScratchDir dir;
   CommandResult result = run_trainc("--print-config --config ''");

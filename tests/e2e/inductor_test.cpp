@@ -2,12 +2,16 @@
 // second run of the same config loads every kernel library from the cache and compiles nothing,
 // two runs sharing a cache at once both succeed and leave it whole, a compiler failure shows the
 // compiler's log and where the source is, a cache directory that cannot be made is a usage error,
-// and explain / --dump-dir show the fused programs and the generated C++.
+// a damaged cached library is compiled again, and explain / --dump-dir show the fused programs and
+// the generated C++.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 
 #include "support/command.h"
 #include "support/metrics.h"
@@ -116,6 +120,44 @@ TEST_CASE("two runs sharing a kernel cache at once both succeed and leave it who
   const auto third_compiles = compiles(read_metrics(dir.file("c")));
   REQUIRE(third_compiles.size() == 1);
   CHECK(third_compiles[0]["kernel_libraries_compiled"] == 0);
+}
+
+TEST_CASE("a damaged or misplaced cached library is compiled again, never loaded", "[e2e][inductor]") {
+  // dlopen trusts the file at a key's name: a truncated library faulted the process (SIGBUS), one
+  // of another key crashed it, and damaged constants trained on with wrong numbers.
+  ScratchDir dir;
+  const std::string config = gpt_config(dir);
+  const std::string cache = dir.file("cache");
+  const std::string arguments = "--config " + config + " --torch-compile-backend inductor --max-steps 2 --output-dir ";
+  REQUIRE(run_with_cache(cache, arguments + dir.file("first")).exit_code == 0);
+  std::vector<fs::path> libraries;
+  for (const auto& entry : fs::directory_iterator(cache + "/cpu-kernels")) {
+    if (entry.path().extension() == ".so") libraries.push_back(entry.path());
+  }
+  std::sort(libraries.begin(), libraries.end());
+  REQUIRE(libraries.size() >= 2);
+  const auto loss_of = [&](const std::string& run) { return read_metrics(dir.file(run)).back()["train_loss"].get<double>(); };
+
+  const auto damage_and_run = [&](const std::string& run, const std::function<void()>& damage) {
+    damage();
+    const CommandResult result = run_with_cache(cache, arguments + dir.file(run));
+    INFO(result.out << result.err);
+    CHECK(result.exit_code == 0);
+    CHECK_THAT(result.out + result.err, Contains("kernel cache: " + libraries[0].string() + " is damaged"));
+    CHECK(loss_of(run) == loss_of("first"));
+  };
+  damage_and_run("truncated", [&] { fs::resize_file(libraries[0], fs::file_size(libraries[0]) / 2); });
+  damage_and_run("misplaced", [&] { fs::copy_file(libraries[1], libraries[0], fs::copy_options::overwrite_existing); });
+  damage_and_run("flipped", [&] {
+    std::string bytes = read_text(libraries[0].string());
+    bytes[bytes.size() / 2] ^= 0x40;
+    std::ofstream(libraries[0], std::ios::binary) << bytes;
+  });
+  // Compiled again and published whole: the next run loads everything.
+  REQUIRE(run_with_cache(cache, arguments + dir.file("last")).exit_code == 0);
+  const auto last_compiles = compiles(read_metrics(dir.file("last")));
+  REQUIRE(last_compiles.size() == 1);
+  CHECK(last_compiles[0]["kernel_libraries_compiled"] == 0);
 }
 
 TEST_CASE("a compiler failure shows the compiler's log and the generated source, and a bad cache dir is a usage error", "[e2e][inductor]") {

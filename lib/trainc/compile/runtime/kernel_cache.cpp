@@ -11,9 +11,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <thread>
+
+#include <spdlog/spdlog.h>
 
 #include "trainc/common/checksum.h"
 #include "trainc/common/error.h"
@@ -77,7 +80,9 @@ std::string cpu_identity() {
 }
 
 std::string key_of(const LibrarySource& source, const CompilerSettings& settings) {
-  std::vector<std::string> parts = {"trainc " TRAINC_VERSION, compiler_identity(settings.compiler)};
+  // "checksummed": libraries end with their checksum (check_entry), so entries written before that
+  // live under other keys and are never mistaken for damaged ones.
+  std::vector<std::string> parts = {"trainc " TRAINC_VERSION, "checksummed", compiler_identity(settings.compiler)};
   parts.insert(parts.end(), settings.flags.begin(), settings.flags.end());
   parts.push_back(cpu_identity());
   parts.push_back(source.prelude);
@@ -90,6 +95,46 @@ void write_file(const fs::path& path, const std::string& text) {
   out << text;
   out.close();
   if (!out) throw UserError("inductor: cannot write " + path.string() + " (is the kernel cache directory writable? set TRAINC_CACHE_DIR)", kExitFailure);
+}
+
+// A cached library ends with a trailer, "trainc-xxh3:" and the checksum of its key and every byte
+// before it (the loader ignores bytes past the ELF's segments; the key makes another key's library
+// copied there fail it). dlopen trusts whatever file sits at a key's
+// name: a truncated library faults the process (SIGBUS) and a damaged one computes wrong numbers.
+// So a library is loaded only when its checksum holds; one written by a single rename of a
+// complete file, as publishing does, always holds it.
+constexpr char kTrailerTag[] = "trainc-xxh3:";
+constexpr std::size_t kTrailerSize = sizeof(kTrailerTag) - 1 + 16;
+
+std::string checksum_of(const std::string& key, const std::string& bytes) {
+  Checksum checksum;
+  checksum.update(key.data(), key.size());
+  checksum.update(bytes.data(), bytes.size());
+  return checksum.hex();
+}
+
+void append_trailer(const fs::path& library, const std::string& key) {
+  std::ifstream in(library, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream out(library, std::ios::binary | std::ios::app);
+  out << kTrailerTag << checksum_of(key, bytes);
+  out.close();
+  if (!in || !out) throw UserError("inductor: cannot write " + library.string() + " (is the kernel cache directory writable? set TRAINC_CACHE_DIR)", kExitFailure);
+}
+
+enum class CacheEntry { missing, damaged, intact };
+
+CacheEntry check_entry(const fs::path& path, const std::string& key) {
+  std::error_code error;
+  if (!fs::exists(path, error)) return CacheEntry::missing;
+  if (!fs::is_regular_file(path, error)) return CacheEntry::damaged;  // a FIFO would block the read, a directory fail it
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < kTrailerSize) return CacheEntry::damaged;
+  const std::size_t body = bytes.size() - kTrailerSize;
+  const bool holds = bytes.compare(body, sizeof(kTrailerTag) - 1, kTrailerTag) == 0 &&
+                     bytes.compare(body + sizeof(kTrailerTag) - 1, 16, checksum_of(key, bytes.substr(0, body))) == 0;
+  return holds ? CacheEntry::intact : CacheEntry::damaged;
 }
 
 std::shared_ptr<KernelLibrary> load(const fs::path& path) {
@@ -192,10 +237,18 @@ std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource
   static std::atomic<int> counter{0};
   for (std::size_t i = 0; i < sources.size(); ++i) {
     builds[i].key = key_of(sources[i], settings);
-    if (auto library = load(dir / (builds[i].key + ".so"))) {
-      builds[i].library = library;
-      builds[i].cache_hit = true;
-      continue;
+    const fs::path cached = dir / (builds[i].key + ".so");
+    const CacheEntry entry = check_entry(cached, builds[i].key);
+    if (entry == CacheEntry::intact) {
+      if (auto library = load(cached)) {
+        builds[i].library = library;
+        builds[i].cache_hit = true;
+        continue;
+      }
+    }
+    if (entry == CacheEntry::damaged) {
+      spdlog::warn("kernel cache: " + cached.string() + " is damaged (its checksum does not hold); compiling it again");
+      fs::remove_all(cached, error);  // a directory or a FIFO in its place would block publishing
     }
     Pending job{i, dir / ("build-" + builds[i].key + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)), {}};
     fs::create_directories(job.work);
@@ -249,6 +302,7 @@ std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource
     const fs::path target = dir / (build.key + ".so");
     // Publish the source next to the library, then the library itself: each rename is atomic, so
     // a concurrent run sees either no file or a complete one.
+    append_trailer(job.work / "kernels.so", build.key);
     fs::rename(job.work / "kernels.cpp", dir / (build.key + ".cpp"), error);
     fs::rename(job.work / "kernels.so", target, error);
     if (error) throw UserError("inductor: cannot move a compiled library into " + dir.string() + ": " + error.message(), kExitFailure);
