@@ -182,6 +182,23 @@ TEST_CASE("a compiler failure shows the compiler's log and the generated source,
   CHECK_THAT(unwritable.err, Contains("TRAINC_CACHE_DIR: cannot create the kernel cache directory /proc/trainc-cache/cpu-kernels"));
 }
 
+TEST_CASE("CXX takes a compiler with its arguments, and one that cannot run is a usage error naming it", "[e2e][inductor]") {
+  ScratchDir dir;
+  // A wrapper in front of the compiler, as CXX="ccache g++" is written for make.
+  const std::string wrapper = dir.write("wrapper", "#!/bin/sh\necho \"$@\" >> " + dir.file("wrapped") + "\nexec \"$@\"\n");
+  REQUIRE(run_command("chmod +x " + wrapper).exit_code == 0);
+  const std::string base = "--config " + gpt_config(dir) + " --torch-compile-backend inductor --max-steps 2 --output-dir ";
+  const CommandResult wrapped = run_with_cache(dir.file("cache"), base + dir.file("out"), "CXX='" + wrapper + " c++'");
+  INFO(wrapped.out << wrapped.err);
+  CHECK(wrapped.exit_code == 0);
+  CHECK_THAT(read_text(dir.file("wrapped")), Contains("c++ --version") && Contains("-shared"));
+
+  const CommandResult missing = run_with_cache(dir.file("cache"), base + dir.file("missing"), "CXX=/nonexistent/g++");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Contains("CXX=/nonexistent/g++: cannot run the C++ compiler '/nonexistent/g++' (exit 127"));
+  CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);  // one line
+}
+
 TEST_CASE("explain shows inductor's fused programs, and --dump-dir writes the generated C++", "[e2e][inductor]") {
   ScratchDir dir;
   const CommandResult explained = run_trainc("explain --config " + gpt_config(dir) + " --torch-compile-backend inductor");

@@ -50,17 +50,33 @@ CommandResult run_command(const std::string& command) {
   return result;
 }
 
+// The compiler as a shell command: its words quoted one by one, so that CXX="ccache g++" works as
+// it does for make (and, as there, a path with spaces does not).
+std::string compiler_command(const std::string& compiler) {
+  std::istringstream words(compiler);
+  std::string command;
+  for (std::string word; words >> word;) command += (command.empty() ? "" : " ") + quote(word);
+  return command;
+}
+
 // What the compiler says it is, once per process: part of every cache key.
 std::string compiler_identity(const std::string& compiler) {
   static std::mutex mutex;
   static std::string cached_for, identity;
   std::lock_guard<std::mutex> lock(mutex);
   if (cached_for != compiler || identity.empty()) {
-    const CommandResult version = run_command(quote(compiler) + " --version");
+    const CommandResult version = run_command(compiler_command(compiler) + " --version");
     if (version.status != 0) {
-      throw UserError("inductor: cannot run the C++ compiler '" + compiler + "' (exit " + std::to_string(version.status) + "): " +
-                          version.output + "; install g++ or set CXX to a C++17 compiler",
-                      kExitFailure);
+      std::string said = version.output;
+      std::replace(said.begin(), said.end(), '\n', ' ');
+      while (!said.empty() && said.back() == ' ') said.pop_back();
+      // A CXX the user set is their input (exit 2); a system without a compiler is the machine's.
+      const char* cxx = std::getenv("CXX");
+      const bool from_cxx = cxx != nullptr && compiler == cxx;
+      throw UserError(std::string(from_cxx ? "CXX=" + compiler + ": " : "inductor: ") + "cannot run the C++ compiler '" + compiler +
+                          "' (exit " + std::to_string(version.status) + ": " + said + "); " +
+                          (from_cxx ? "expected a C++17 compiler, with its arguments if any (\"ccache g++\")" : "install g++ or set CXX to a C++17 compiler"),
+                      from_cxx ? kExitUsage : kExitFailure);
     }
     identity = compiler + ": " + version.output.substr(0, version.output.find('\n'));
     cached_for = compiler;
@@ -284,7 +300,7 @@ std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource
   std::vector<const Pending*> owner;
   for (const Pending& job : pending) {
     for (const fs::path& unit : job.units) {
-      compiles.push_back(quote(settings.compiler) + flags + " -c " + quote(unit.string()) + " -o " + quote(unit.string() + ".o"));
+      compiles.push_back(compiler_command(settings.compiler) + flags + " -c " + quote(unit.string()) + " -o " + quote(unit.string() + ".o"));
       owner.push_back(&job);
     }
   }
@@ -293,7 +309,7 @@ std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource
   for (const Pending& job : pending) {
     std::string objects;
     for (const fs::path& unit : job.units) objects += " " + quote(unit.string() + ".o");
-    links.push_back(quote(settings.compiler) + flags + " -shared" + objects + " -o " + quote((job.work / "kernels.so").string()) + " -lmvec");
+    links.push_back(compiler_command(settings.compiler) + flags + " -shared" + objects + " -o " + quote((job.work / "kernels.so").string()) + " -lmvec");
   }
   if (const auto failures = run_parallel(links, settings.jobs); !failures.empty()) fail(pending[failures[0].first], failures[0].second);
 
