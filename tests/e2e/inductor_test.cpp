@@ -197,6 +197,17 @@ TEST_CASE("CXX takes a compiler with its arguments, and one that cannot run is a
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Contains("CXX=/nonexistent/g++: cannot run the C++ compiler '/nonexistent/g++' (exit 127"));
   CHECK(std::count(missing.err.begin(), missing.err.end(), '\n') == 1);  // one line
+
+  // A compiler that says it succeeded but writes nothing: named, and nothing half-published.
+  const std::string silent = dir.write("silent-c++", "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'silent-c++ 1.0'; fi\nexit 0\n");
+  REQUIRE(run_command("chmod +x " + silent).exit_code == 0);
+  const CommandResult nothing = run_with_cache(dir.file("silent-cache"), base + dir.file("silent"), "CXX=" + silent);
+  CHECK(nothing.exit_code == 1);
+  CHECK_THAT(nothing.err, Contains("inductor: the C++ compiler '" + silent + "' exited 0 but wrote no library; the generated source is in " +
+                                   dir.file("silent-cache") + "/cpu-kernels/build-"));
+  for (const auto& entry : fs::directory_iterator(dir.file("silent-cache") + "/cpu-kernels")) {
+    CHECK(entry.path().filename().string().rfind("build-", 0) == 0);  // no .cpp or .so published
+  }
 }
 
 TEST_CASE("explain shows inductor's fused programs, and --dump-dir writes the generated C++", "[e2e][inductor]") {

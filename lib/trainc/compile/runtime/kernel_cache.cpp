@@ -316,14 +316,27 @@ std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource
   for (const Pending& job : pending) {
     LibraryBuild& build = builds[job.index];
     const fs::path target = dir / (build.key + ".so");
+    // A compiler that reports success without writing a library publishes nothing.
+    const fs::path library = job.work / "kernels.so";
+    if (!fs::is_regular_file(library, error) || fs::file_size(library, error) == 0) {
+      throw UserError("inductor: the C++ compiler '" + settings.compiler + "' exited 0 but wrote no library; the generated source is in " +
+                          job.work.string(),
+                      kExitFailure);
+    }
     // Publish the source next to the library, then the library itself: each rename is atomic, so
     // a concurrent run sees either no file or a complete one.
-    append_trailer(job.work / "kernels.so", build.key);
+    append_trailer(library, build.key);
     fs::rename(job.work / "kernels.cpp", dir / (build.key + ".cpp"), error);
     fs::rename(job.work / "kernels.so", target, error);
     if (error) throw UserError("inductor: cannot move a compiled library into " + dir.string() + ": " + error.message(), kExitFailure);
     build.library = load(target);
-    TRAINC_CHECK(build.library != nullptr, std::string("cannot load ") + target.string() + ": " + ::dlerror());
+    if (build.library == nullptr) {
+      const std::string reason = ::dlerror();
+      fs::remove(target, error);
+      throw UserError("inductor: the library the C++ compiler '" + settings.compiler + "' wrote cannot be loaded (" + reason +
+                          "); the generated source is in " + (dir / (build.key + ".cpp")).string(),
+                      kExitFailure);
+    }
     fs::remove_all(job.work, error);
   }
   return builds;
