@@ -18,6 +18,7 @@
 
 #include "trainc/common/error.h"
 #include "trainc/compile/optimizations.h"
+#include "trainc/compile/runtime/kernel_profile.h"
 #include "trainc/config/emit.h"
 #include "trainc/config/fields.h"
 #include "trainc/config/reference.h"
@@ -43,14 +44,12 @@ std::vector<std::string> normalized_arguments(int argc, char** argv, int first) 
 
 // "--output-dir --overwrite-output-dir": a flag that takes a value, followed by another flag rather
 // than its value. The parser would take the second flag as the value (a directory named
-// "--overwrite-output-dir"); write "--output-dir=--x" for such a value on purpose.
-void reject_flags_as_values(int argc, char** argv, int first) {
-  auto takes_value = [](const std::string& flag) {
-    if (flag == "--config" || flag == "--dump-dir" || flag == "--nproc-per-node") return true;
-    std::string key = flag.substr(2);
-    std::replace(key.begin(), key.end(), '-', '_');
-    const trainc::FieldInfo* field = trainc::find_field(key);
-    return field != nullptr && !field->is_bool;
+// "--overwrite-output-dir"); write "--output-dir=--x" for such a value on purpose. `app` knows
+// which of its options take a value.
+void reject_flags_as_values(const CLI::App& app, int argc, char** argv, int first) {
+  auto takes_value = [&](const std::string& flag) {
+    const CLI::Option* option = app.get_option_no_throw(flag);
+    return option != nullptr && option->get_expected_min() > 0;
   };
   for (int i = first; i + 1 < argc; ++i) {
     std::string flag = argv[i];
@@ -125,7 +124,7 @@ int run(int argc, char** argv) {
   }
   app.allow_extras();
 
-  reject_flags_as_values(argc, argv, explain ? 2 : 1);
+  reject_flags_as_values(app, argc, argv, explain ? 2 : 1);
   try {
     app.parse(normalized_arguments(argc, argv, explain ? 2 : 1));
   } catch (const CLI::CallForHelp& help) {
@@ -177,11 +176,7 @@ int run(int argc, char** argv) {
   }
   const std::string source = config_path.empty() ? trainc::kBuiltinConfigName : config_path;
   trainc::check_disabled_optimizations();
-  // The per-kernel profile turns on for exactly "1"; another value is a typo, not "off".
-  if (const char* profile = std::getenv("TRAINC_PROFILE_KERNELS"); profile != nullptr && *profile != '\0' &&
-                                                                   std::string(profile) != "0" && std::string(profile) != "1") {
-    throw trainc::UserError(std::string("TRAINC_PROFILE_KERNELS=") + profile + ": expected 1 (on) or 0 (off)");
-  }
+  trainc::kernel_profile_requested();  // a value it does not take stops the run here, before anything is written
   if (explain) return trainc::run_explain(config, source, run_options);
   if (nproc_per_node > 1) {
     if (std::getenv("WORLD_SIZE") != nullptr) {

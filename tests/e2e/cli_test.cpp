@@ -85,7 +85,6 @@ TEST_CASE("bad values and missing files exit 2 with one line on stderr", "[e2e][
 }
 
 TEST_CASE("a flag that takes a value is not given the next flag as its value", "[e2e][cli]") {
-  ScratchDir dir;
   CommandResult result = run_trainc("--print-config --output-dir --overwrite-output-dir");
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains("--output-dir: got the flag --overwrite-output-dir, expected a value"));

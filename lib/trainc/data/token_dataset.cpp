@@ -36,10 +36,11 @@ torch::Tensor read_token_file(const std::string& path, int64_t vocab_size) {
         throw UserError(path + ": the llm.c header announces " + std::to_string(header[2]) + " tokens; expected a count >= 0 (a damaged header?)");
       }
       count = static_cast<std::size_t>(header[2]);
-      if (file_size != offset + 2 * count) {
-        throw UserError(path + ": " + (file_size < offset + 2 * count ? "truncated: " : "") + "the llm.c header announces " +
-                        std::to_string(header[2]) + " tokens (" + std::to_string(offset + 2 * count) + " bytes), the file has " +
-                        std::to_string(file_size) + " bytes" + (file_size > offset + 2 * count ? " (a damaged header, or data appended?)" : ""));
+      const std::size_t announced = offset + 2 * count;
+      if (file_size != announced) {
+        throw UserError(path + ": " + (file_size < announced ? "truncated: " : "") + "the llm.c header announces " +
+                        std::to_string(header[2]) + " tokens (" + std::to_string(announced) + " bytes), the file has " +
+                        std::to_string(file_size) + " bytes" + (file_size > announced ? " (a damaged header, or data appended?)" : ""));
       }
     }
   }

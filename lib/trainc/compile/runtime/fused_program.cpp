@@ -15,6 +15,7 @@
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/aten_executor.h"
 #include "trainc/compile/runtime/kernel_cache.h"
+#include "trainc/compile/runtime/kernel_profile.h"
 
 namespace trainc {
 namespace {
@@ -77,7 +78,7 @@ FusedProgram::FusedProgram(ir::Graph graph, Schedule schedule, MemoryPlan plan, 
     for (ir::ValueId in : step_inputs(s)) mark(in, static_cast<int>(s));
   }
   for (ir::ValueId output : graph_.outputs()) mark(output, static_cast<int>(schedule_.steps.size()));
-  if (const char* profile = std::getenv("TRAINC_PROFILE_KERNELS"); profile != nullptr && std::string(profile) == "1") {
+  if (kernel_profile_requested()) {
     step_seconds_.assign(schedule_.steps.size(), 0.0);
     for (const ScheduleStep& step : schedule_.steps) {
       if (step.kind == ScheduleStep::Kind::aten) {
