@@ -1,5 +1,6 @@
 #include "trainc/compile/optimizations.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <utility>
@@ -50,7 +51,8 @@ std::vector<std::string> disabled_optimizations() {
   while (std::getline(list, name, ',')) {
     const std::size_t first = name.find_first_not_of(" \t");
     if (first == std::string::npos) continue;  // an empty entry, as after a trailing comma
-    names.push_back(name.substr(first, name.find_last_not_of(" \t") - first + 1));
+    const std::string trimmed = name.substr(first, name.find_last_not_of(" \t") - first + 1);
+    if (std::find(names.begin(), names.end(), trimmed) == names.end()) names.push_back(trimmed);  // a name given twice, once
   }
   return names;
 }

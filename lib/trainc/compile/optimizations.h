@@ -100,7 +100,7 @@ std::string optimization_names();
 // False when the variable names `optimization`; UserError (exit 2) when it names an unknown one.
 bool optimization_enabled(Optimization optimization);
 
-// The names the variable lists, known or not.
+// The names the variable lists, known or not, each once, in the order first given.
 std::vector<std::string> disabled_optimizations();
 
 // What a run's log says when the variable turns optimizations off ("compile: running without the

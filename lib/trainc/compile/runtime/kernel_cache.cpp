@@ -188,6 +188,10 @@ CompilerSettings compiler_settings_from_environment() {
   if (const char* cxx = std::getenv("CXX"); cxx != nullptr && *cxx != '\0') settings.compiler = cxx;
   settings.flags = {"-std=c++17", "-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fPIC", "-w"};
   if (const char* dir = std::getenv("TRAINC_CACHE_DIR"); dir != nullptr && *dir != '\0') {
+    // Blanks are a value left unset in a script ("TRAINC_CACHE_DIR=$EMPTY "), not a folder to make.
+    if (std::string(dir).find_first_not_of(" \t\n") == std::string::npos) {
+      throw UserError(std::string("TRAINC_CACHE_DIR='") + dir + "': expected a directory path, or the variable unset for the default");
+    }
     settings.cache_dir = dir;
   } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
     settings.cache_dir = std::string(xdg) + "/trainc";
