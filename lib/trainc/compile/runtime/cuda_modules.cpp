@@ -16,7 +16,6 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <thread>
 #endif
 
@@ -145,12 +144,6 @@ std::shared_ptr<CudaModule> load(const std::string& cubin, const CudaSource& sou
   return std::make_shared<CudaModule>(module, std::move(functions), std::move(dependent_launch));
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 }  // namespace
 
 CudaModule::~CudaModule() {
@@ -200,11 +193,15 @@ std::vector<CudaModuleBuild> build_cuda_modules(const std::vector<CudaSource>& s
   std::vector<std::string> cubins(sources.size());
   std::vector<std::size_t> missing;
   for (std::size_t i = 0; i < sources.size(); ++i) {
-    std::vector<std::string> parts = {"trainc " TRAINC_VERSION, nvrtc_identity(), arch, sources[i].text};
+    // "checksummed": cubins end with their checksum (read_cache_entry), so those written before
+    // that live under other keys and are never mistaken for damaged ones.
+    std::vector<std::string> parts = {"trainc " TRAINC_VERSION, "checksummed", nvrtc_identity(), arch, sources[i].text};
     for (const std::string& option : nvrtc_options(arch)) parts.push_back(option);
     builds[i].key = content_hash(parts);
-    cubins[i] = read_file(fs::path(dir) / (builds[i].key + ".cubin"));
-    builds[i].cache_hit = !cubins[i].empty();
+    const std::string cached = (fs::path(dir) / (builds[i].key + ".cubin")).string();
+    const CacheEntry entry = read_cache_entry(cached, builds[i].key, &cubins[i]);
+    if (entry == CacheEntry::damaged) discard_damaged_entry(cached);
+    builds[i].cache_hit = entry == CacheEntry::intact;
     if (!builds[i].cache_hit) missing.push_back(i);
   }
   // NVRTC programs are independent: compile them side by side.
@@ -226,7 +223,7 @@ std::vector<CudaModuleBuild> build_cuda_modules(const std::vector<CudaSource>& s
   }
   for (std::size_t i : missing) {
     publish_file(dir, builds[i].key + ".cu", sources[i].text);
-    publish_file(dir, builds[i].key + ".cubin", cubins[i]);
+    publish_file(dir, builds[i].key + ".cubin", cubins[i] + cache_entry_trailer(builds[i].key, cubins[i]));
   }
   for (std::size_t i = 0; i < sources.size(); ++i) builds[i].module = load(cubins[i], sources[i]);
   return builds;

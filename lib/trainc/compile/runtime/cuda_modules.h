@@ -5,7 +5,8 @@
 // under the CPU kernel cache's rules (runtime/kernel_cache): keyed by a content hash of the source,
 // NVRTC's version, the options, the architecture and trainc's version, in
 // $TRAINC_CACHE_DIR/cuda-kernels/, published with an atomic rename so that runs sharing a cache
-// never read a half-written file. Sources compile in parallel. A compile error is a UserError
+// never read a half-written file, and ending with the cache's checksum trailer: a cubin whose
+// checksum fails is reported and compiled again. Sources compile in parallel. A compile error is a UserError
 // (exit 1) with NVRTC's log and where the source was left.
 //
 // Dependent launches (switch dependent_launch, read when a module is loaded: a runtime kernel's at

@@ -96,7 +96,7 @@ std::string cpu_identity() {
 }
 
 std::string key_of(const LibrarySource& source, const CompilerSettings& settings) {
-  // "checksummed": libraries end with their checksum (check_entry), so entries written before that
+  // "checksummed": libraries end with their checksum (read_cache_entry), so entries written before that
   // live under other keys and are never mistaken for damaged ones.
   std::vector<std::string> parts = {"trainc " TRAINC_VERSION, "checksummed", compiler_identity(settings.compiler)};
   parts.insert(parts.end(), settings.flags.begin(), settings.flags.end());
@@ -113,44 +113,19 @@ void write_file(const fs::path& path, const std::string& text) {
   if (!out) throw UserError("inductor: cannot write " + path.string() + " (is the kernel cache directory writable? set TRAINC_CACHE_DIR)", kExitFailure);
 }
 
-// A cached library ends with a trailer, "trainc-xxh3:" and the checksum of its key and every byte
-// before it (the loader ignores bytes past the ELF's segments; the key makes another key's library
-// copied there fail it). dlopen trusts whatever file sits at a key's
-// name: a truncated library faults the process (SIGBUS) and a damaged one computes wrong numbers.
-// So a library is loaded only when its checksum holds; one written by a single rename of a
-// complete file, as publishing does, always holds it.
+// A cache entry's trailer (kernel_cache.h): the tag and 16 hex digits.
 constexpr char kTrailerTag[] = "trainc-xxh3:";
 constexpr std::size_t kTrailerSize = sizeof(kTrailerTag) - 1 + 16;
 
-std::string checksum_of(const std::string& key, const std::string& bytes) {
-  Checksum checksum;
-  checksum.update(key.data(), key.size());
-  checksum.update(bytes.data(), bytes.size());
-  return checksum.hex();
-}
-
+// The library's trailer (kernel_cache.h), after what the compiler wrote: the loader ignores bytes
+// past the ELF's segments.
 void append_trailer(const fs::path& library, const std::string& key) {
   std::ifstream in(library, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::ofstream out(library, std::ios::binary | std::ios::app);
-  out << kTrailerTag << checksum_of(key, bytes);
+  out << cache_entry_trailer(key, bytes);
   out.close();
   if (!in || !out) throw UserError("inductor: cannot write " + library.string() + " (is the kernel cache directory writable? set TRAINC_CACHE_DIR)", kExitFailure);
-}
-
-enum class CacheEntry { missing, damaged, intact };
-
-CacheEntry check_entry(const fs::path& path, const std::string& key) {
-  std::error_code error;
-  if (!fs::exists(path, error)) return CacheEntry::missing;
-  if (!fs::is_regular_file(path, error)) return CacheEntry::damaged;  // a FIFO would block the read, a directory fail it
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < kTrailerSize) return CacheEntry::damaged;
-  const std::size_t body = bytes.size() - kTrailerSize;
-  const bool holds = bytes.compare(body, sizeof(kTrailerTag) - 1, kTrailerTag) == 0 &&
-                     bytes.compare(body + sizeof(kTrailerTag) - 1, 16, checksum_of(key, bytes.substr(0, body))) == 0;
-  return holds ? CacheEntry::intact : CacheEntry::damaged;
 }
 
 std::shared_ptr<KernelLibrary> load(const fs::path& path) {
@@ -232,6 +207,35 @@ void publish_file(const std::string& dir, const std::string& name, const std::st
   }
 }
 
+std::string cache_entry_trailer(const std::string& key, const std::string& bytes) {
+  Checksum checksum;
+  checksum.update(key.data(), key.size());
+  checksum.update(bytes.data(), bytes.size());
+  return kTrailerTag + checksum.hex();
+}
+
+CacheEntry read_cache_entry(const std::string& path, const std::string& key, std::string* body) {
+  std::error_code error;
+  if (!fs::exists(path, error)) return CacheEntry::missing;
+  if (!fs::is_regular_file(path, error)) return CacheEntry::damaged;  // a FIFO would block the read, a directory fail it
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < kTrailerSize) return CacheEntry::damaged;
+  const std::size_t length = bytes.size() - kTrailerSize;
+  if (bytes.compare(length, kTrailerSize, cache_entry_trailer(key, bytes.substr(0, length))) != 0) return CacheEntry::damaged;
+  if (body != nullptr) {
+    bytes.resize(length);
+    *body = std::move(bytes);
+  }
+  return CacheEntry::intact;
+}
+
+void discard_damaged_entry(const std::string& path) {
+  spdlog::warn("kernel cache: " + path + " is damaged (its checksum does not hold); compiling it again");
+  std::error_code error;
+  fs::remove_all(path, error);
+}
+
 std::string kernel_cache_directory(const CompilerSettings& settings, const std::string& kind) {
   const fs::path dir = fs::path(settings.cache_dir) / kind;
   std::error_code error;
@@ -258,7 +262,7 @@ std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource
   for (std::size_t i = 0; i < sources.size(); ++i) {
     builds[i].key = key_of(sources[i], settings);
     const fs::path cached = dir / (builds[i].key + ".so");
-    const CacheEntry entry = check_entry(cached, builds[i].key);
+    const CacheEntry entry = read_cache_entry(cached.string(), builds[i].key);
     if (entry == CacheEntry::intact) {
       if (auto library = load(cached)) {
         builds[i].library = library;
@@ -266,10 +270,7 @@ std::vector<LibraryBuild> build_kernel_libraries(const std::vector<LibrarySource
         continue;
       }
     }
-    if (entry == CacheEntry::damaged) {
-      spdlog::warn("kernel cache: " + cached.string() + " is damaged (its checksum does not hold); compiling it again");
-      fs::remove_all(cached, error);  // a directory or a FIFO in its place would block publishing
-    }
+    if (entry == CacheEntry::damaged) discard_damaged_entry(cached.string());
     Pending job{i, dir / ("build-" + builds[i].key + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)), {}};
     fs::create_directories(job.work);
     // Spread the kernels over `jobs` translation units of about equal length.

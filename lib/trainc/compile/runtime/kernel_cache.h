@@ -1,6 +1,6 @@
 // defines: CompilerSettings, compiler_settings_from_environment, kernel_cache_directory,
-//          content_hash, publish_file, KernelLibrary, LibrarySource, LibraryBuild,
-//          build_kernel_libraries
+//          content_hash, publish_file, CacheEntry, cache_entry_trailer, read_cache_entry,
+//          discard_damaged_entry, KernelLibrary, LibrarySource, LibraryBuild, build_kernel_libraries
 //
 // Generated C++ becomes shared libraries here. Each library is keyed by a content hash of its
 // source, the compiler and its version, the flags, the CPU it targets and trainc's version; a
@@ -41,6 +41,23 @@ std::string content_hash(const std::vector<std::string>& parts);
 // Writes `bytes` to `dir`/`name` through a private temporary file and an atomic rename, so a
 // concurrent reader sees no file or a complete one.
 void publish_file(const std::string& dir, const std::string& name, const std::string& bytes);
+
+// A cache entry (a CPU library, a cubin) ends with a trailer: "trainc-xxh3:" and the checksum of
+// its key and every byte before it. Whatever sits at a key's name is otherwise trusted: a truncated
+// library faults the process that loads it (SIGBUS), a damaged one computes wrong numbers, and
+// another key's entry copied there runs the wrong kernels. An entry is used only where its trailer
+// holds; one written by a single rename of a complete file, as publish_file does, always holds it.
+std::string cache_entry_trailer(const std::string& key, const std::string& bytes);
+
+enum class CacheEntry { missing, damaged, intact };
+
+// What is at `path`, cached under `key`: missing, damaged (not a regular file, or its trailer does
+// not hold), or intact, and then its bytes before the trailer in `body` when given.
+CacheEntry read_cache_entry(const std::string& path, const std::string& key, std::string* body = nullptr);
+
+// Warns that the entry at `path` is damaged and will be compiled again, and removes it (a
+// directory or a FIFO in its place would block publishing the new one).
+void discard_damaged_entry(const std::string& path);
 
 class KernelLibrary {
  public:
