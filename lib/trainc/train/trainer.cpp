@@ -281,7 +281,9 @@ void Trainer::setup() {
     if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > at::get_num_threads()) at::set_num_threads(CPU_COUNT(&cpus));
   }
   if (args_.torch_compile) backend_ = select_backend(args_, device_.is_cuda() ? "cuda" : "cpu");
-  if (backend_ && backend_->backend == "inductor") {
+  // The kernel cache's folder, made or refused before anything is written: inductor compiles into
+  // it, and on a GPU trainc's own kernels (runtime/runtime_kernels) do, whatever the backend.
+  if (device_.is_cuda() || (backend_ && backend_->backend == "inductor")) {
     kernel_cache_directory(compiler_settings_from_environment(), device_.is_cuda() ? kCudaKernelsFolder : kCpuKernelsFolder);
   }
   ddp_backend_ = args_.ddp_backend.value_or(device_.is_cuda() ? "nccl" : "gloo");

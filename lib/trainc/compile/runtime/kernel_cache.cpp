@@ -163,8 +163,9 @@ CompilerSettings compiler_settings_from_environment() {
   if (const char* cxx = std::getenv("CXX"); cxx != nullptr && *cxx != '\0') settings.compiler = cxx;
   settings.flags = {"-std=c++17", "-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fPIC", "-w"};
   if (const char* dir = std::getenv("TRAINC_CACHE_DIR"); dir != nullptr && *dir != '\0') {
-    // Blanks are a value left unset in a script ("TRAINC_CACHE_DIR=$EMPTY "), not a folder to make.
-    if (std::string(dir).find_first_not_of(" \t\n") == std::string::npos) {
+    // Blanks are a value left unset in a script (TRAINC_CACHE_DIR="$EMPTY ", or a CRLF line's
+    // "\r"), not a folder to make.
+    if (std::string(dir).find_first_not_of(" \t\n\r\v\f") == std::string::npos) {
       throw UserError(std::string("TRAINC_CACHE_DIR='") + dir + "': expected a directory path, or the variable unset for the default");
     }
     settings.cache_dir = dir;
@@ -207,12 +208,16 @@ void publish_file(const std::string& dir, const std::string& name, const std::st
   }
 }
 
-std::string cache_entry_trailer(const std::string& key, const std::string& bytes) {
+namespace {
+std::string trailer_of(const std::string& key, const char* bytes, std::size_t size) {
   Checksum checksum;
   checksum.update(key.data(), key.size());
-  checksum.update(bytes.data(), bytes.size());
+  checksum.update(bytes, size);
   return kTrailerTag + checksum.hex();
 }
+}  // namespace
+
+std::string cache_entry_trailer(const std::string& key, const std::string& bytes) { return trailer_of(key, bytes.data(), bytes.size()); }
 
 CacheEntry read_cache_entry(const std::string& path, const std::string& key, std::string* body) {
   std::error_code error;
@@ -222,7 +227,7 @@ CacheEntry read_cache_entry(const std::string& path, const std::string& key, std
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (bytes.size() < kTrailerSize) return CacheEntry::damaged;
   const std::size_t length = bytes.size() - kTrailerSize;
-  if (bytes.compare(length, kTrailerSize, cache_entry_trailer(key, bytes.substr(0, length))) != 0) return CacheEntry::damaged;
+  if (bytes.compare(length, kTrailerSize, trailer_of(key, bytes.data(), length)) != 0) return CacheEntry::damaged;
   if (body != nullptr) {
     bytes.resize(length);
     *body = std::move(bytes);
@@ -232,8 +237,10 @@ CacheEntry read_cache_entry(const std::string& path, const std::string& key, std
 
 void discard_damaged_entry(const std::string& path) {
   spdlog::warn("kernel cache: " + path + " is damaged (its checksum does not hold); compiling it again");
+  // A damaged file stays until the new entry's rename replaces it: removed now, it could be
+  // another run's entry published since it was read. A folder or a FIFO is in the rename's way.
   std::error_code error;
-  fs::remove_all(path, error);
+  if (!fs::is_regular_file(path, error)) fs::remove_all(path, error);
 }
 
 std::string kernel_cache_directory(const CompilerSettings& settings, const std::string& kind) {

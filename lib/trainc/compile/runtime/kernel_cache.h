@@ -55,8 +55,8 @@ enum class CacheEntry { missing, damaged, intact };
 // not hold), or intact, and then its bytes before the trailer in `body` when given.
 CacheEntry read_cache_entry(const std::string& path, const std::string& key, std::string* body = nullptr);
 
-// Warns that the entry at `path` is damaged and will be compiled again, and removes it (a
-// directory or a FIFO in its place would block publishing the new one).
+// Warns that the entry at `path` is damaged and will be compiled again; removes it where it is not
+// a regular file (a folder or a FIFO would block publishing the new one, whose rename replaces a file).
 void discard_damaged_entry(const std::string& path);
 
 class KernelLibrary {
