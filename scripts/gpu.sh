@@ -52,8 +52,11 @@ if [[ -z "${NCCL_INCLUDE_DIR:-}" ]]; then
 fi
 echo "nccl.h: ${NCCL_INCLUDE_DIR:-not found}" >> "$OUT/gpu.txt"
 step build
+# The binary and the CUDA test binaries: the CPU tests (trainc_tests) run on the CPU machines, not here.
+targets=(trainc)
+[[ "${TRAINC_GPU_TESTS:-1}" == 1 ]] && targets+=(trainc_cuda_tests trainc_cuda_inductor_tests)
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINC_BUILD_TESTS=ON > "$OUT/cmake.log" 2>&1 &&
-  cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1
+  cmake --build build-gpu -j"$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1
 if [[ $? -ne 0 ]]; then tail -n 40 "$OUT/build.log" "$OUT/cmake.log"; exit 1; fi
 
 test_summary="not run (TRAINC_GPU_TESTS=0)"
