@@ -11,7 +11,7 @@
 #
 # Prints each file's errors; exits 1 when there are any, 2 when the headers are missing.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [[ ! -f $cuda_home/include/cuda.h || ! -f /usr/include/c10/cuda/CUDAStream.h ]]; then
   echo "cuda_syntax_check: needs $cuda_home/include/cuda.h (set CUDA_HOME) and Debian's libtorch-dev" >&2
@@ -36,16 +36,19 @@ trap 'rm -rf "$stub"' EXIT
 mkdir -p "$stub/c10/cuda/impl"
 echo "#define C10_CUDA_BUILD_SHARED_LIBS" > "$stub/c10/cuda/impl/cuda_cmake_macros.h"
 
+# One word list (the quotes around the two string macros are part of their values).
+# shellcheck disable=SC2089
 export flags="-std=c++17 -fsyntax-only -D_GLIBCXX_USE_CXX11_ABI=1 -DTRAINC_WITH_CUDA=1 -DTRAINC_VERSION=\"syntax\" -DTRAINC_BINARY=\"trainc\"
   -DSPDLOG_COMPILED_LIB -DSPDLOG_SHARED_LIB -DSPDLOG_FMT_EXTERNAL -DFMT_SHARED -Ilib -Itests -Ibuild/generated -I$stub
   -isystem /usr/include/torch/csrc/api/include -isystem $cuda_home/include"
 export libtorch2_only="allowBF16ReductionCuBLAS|setSDPUseCuDNN|userEnabledCuDNNSDP"
 check() {
-  # shellcheck disable=SC2086
   local errors
+  # shellcheck disable=SC2086,SC2090
   errors=$(${CXX:-g++} $flags "$1" 2>&1 | grep -E "(error|fatal error):" | grep -vE "'($libtorch2_only)'|‘($libtorch2_only)’")
   if [[ -z $errors ]]; then echo "ok      $1"; else echo "errors  $1"; head -n 5 <<< "$errors"; fi
 }
 export -f check
+# shellcheck disable=SC2016
 printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -I{} bash -c 'check "$1"' _ {} | tee "$stub/report"
 ! grep -q "^errors" "$stub/report"
