@@ -76,8 +76,8 @@ nlohmann::json read_json(const fs::path& path) {
 
 // A file whose bytes are not the ones saved (a flipped bit, a file copied over another) is refused:
 // LibTorch reads most such damage without a word. Checkpoints without checksums are read as they are.
-void verify_checksum(const fs::path& path) {
-  const nlohmann::json info = read_json(path.parent_path() / kInfoFile);
+// `info`: the checkpoint's trainc_checkpoint.json (check_format's).
+void verify_checksum(const nlohmann::json& info, const fs::path& path) {
   const auto checksums = info.find("checksums");
   if (checksums == info.end() || !checksums->is_object()) return;
   const auto expected = checksums->find(path.filename().string());
@@ -87,9 +87,9 @@ void verify_checksum(const fs::path& path) {
   }
 }
 
-void load_archive(torch::serialize::InputArchive& archive, const fs::path& path) {
+void load_archive(torch::serialize::InputArchive& archive, const nlohmann::json& info, const fs::path& path) {
   if (!fs::exists(path)) throw UserError(path.string() + ": missing; not a complete trainc checkpoint");
-  verify_checksum(path);
+  verify_checksum(info, path);
   try {
     archive.load_from(path.string());
   } catch (const c10::Error& error) {
@@ -98,8 +98,9 @@ void load_archive(torch::serialize::InputArchive& archive, const fs::path& path)
   }
 }
 
-void check_format(const fs::path& dir) {
-  const nlohmann::json info = read_json(dir / kInfoFile);
+// The checkpoint's trainc_checkpoint.json, once its format is one this trainc reads.
+nlohmann::json check_format(const fs::path& dir) {
+  nlohmann::json info = read_json(dir / kInfoFile);
   if (info.value("format", "") != kCheckpointFormatName) {
     throw UserError((dir / kInfoFile).string() + ": not a trainc checkpoint (format \"" + info.value("format", "") + "\")");
   }
@@ -108,6 +109,7 @@ void check_format(const fs::path& dir) {
     throw UserError((dir / kInfoFile).string() + ": checkpoint format version " + std::to_string(version) +
                     ", this trainc reads version " + std::to_string(kCheckpointFormatVersion));
   }
+  return info;
 }
 
 std::vector<c10::Device> generator_devices() {
@@ -200,10 +202,10 @@ std::string save_checkpoint(const std::string& output_dir, Model& model, torch::
 
 void load_model_weights(const std::string& checkpoint_dir, Model& model) {
   const fs::path dir(checkpoint_dir);
-  check_format(dir);
+  const nlohmann::json info = check_format(dir);
   const fs::path path = dir / "model.pt";
   torch::serialize::InputArchive archive;
-  load_archive(archive, path);
+  load_archive(archive, info, path);
   torch::NoGradGuard no_grad;
   auto restore = [&](const std::vector<NamedTensor>& tensors, bool is_buffer) {
     for (const auto& [name, target] : tensors) {
@@ -233,8 +235,7 @@ void load_model_weights(const std::string& checkpoint_dir, Model& model) {
 TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim::Optimizer& optimizer, const std::string& optim,
                                  int rank) {
   const fs::path dir(checkpoint_dir);
-  check_format(dir);
-  const nlohmann::json info = read_json(dir / kInfoFile);
+  const nlohmann::json info = check_format(dir);
   if (info.value("save_only_model", false)) {
     throw UserError(checkpoint_dir + ": saved with save_only_model (weights only); it cannot be resumed from");
   }
@@ -246,7 +247,7 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
                     "; resume with optim " + saved_optim + " (or start a new run)");
   }
   torch::serialize::InputArchive optimizer_archive;
-  load_archive(optimizer_archive, dir / "optimizer.pt");
+  load_archive(optimizer_archive, info, dir / "optimizer.pt");
   try {
     optimizer.load(optimizer_archive);
   } catch (const c10::Error& error) {
@@ -254,7 +255,7 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
                     first_line(error.what_without_backtrace()));
   }
   torch::serialize::InputArchive rng;
-  load_archive(rng, dir / "rng_state.pt");
+  load_archive(rng, info, dir / "rng_state.pt");
   for (const c10::Device& device : generator_devices()) {
     torch::Tensor state;
     if (!rng.try_read(device.str(), state)) continue;
@@ -265,7 +266,7 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
   const fs::path rank_rng_path = dir / ("rng_state_" + std::to_string(rank) + ".pt");
   if (rank > 0 && fs::exists(rank_rng_path)) {
     torch::serialize::InputArchive rank_rng;
-    load_archive(rank_rng, rank_rng_path);
+    load_archive(rank_rng, info, rank_rng_path);
     torch::Tensor state;
     if (rank_rng.try_read("cpu", state)) {
       at::Generator generator = at::globalContext().defaultGenerator(c10::Device(c10::kCPU));
@@ -273,7 +274,7 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
       generator.set_state(state);
     }
   }
-  verify_checksum(dir / "trainer_state.json");
+  verify_checksum(info, dir / "trainer_state.json");
   return TrainerState::from_json(read_json(dir / "trainer_state.json"), (dir / "trainer_state.json").string());
 }
 
