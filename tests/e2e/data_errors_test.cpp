@@ -76,6 +76,27 @@ TEST_CASE("an IDX file cut short", "[e2e][data]") {
   CHECK_THAT(result.err, Contains(dir.file("images") + ": truncated: 10 images of 28x28 needs 7840 bytes"));
 }
 
+TEST_CASE("an IDX file with bytes past what its header announces", "[e2e][data]") {
+  // A damaged count that is too small, or another file appended: the rest would be dropped silently.
+  for (const bool gzip : {false, true}) {
+    ScratchDir dir;
+    write_idx_images(dir.file("images"), 10, false);
+    write_idx_labels(dir.file("labels"), 10, gzip);
+    std::ofstream(dir.file("images"), std::ios::binary | std::ios::app) << std::string(784, '\x07');
+    CommandResult result = train_idx(dir);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(dir.file("images") + ": holds more bytes than its header announces (10 images of 28x28)"));
+    write_idx_images(dir.file("images"), 10, gzip);
+    write_idx_labels(dir.file("labels"), 12, false);
+    std::string labels = read_text(dir.file("labels"));
+    labels[7] = 10;  // the count's low byte: 12 -> 10, two labels left over
+    std::ofstream(dir.file("labels"), std::ios::binary) << labels;
+    result = train_idx(dir);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(dir.file("labels") + ": holds more bytes than its header announces (10 labels)"));
+  }
+}
+
 TEST_CASE("an IDX header whose counts the file cannot hold", "[e2e][data]") {
   // A damaged header used to be believed: LibTorch then failed to allocate terabytes, with a C++ stack.
   ScratchDir dir;
@@ -162,4 +183,10 @@ TEST_CASE("CSV shape problems", "[e2e][data]") {
                           dir.file("wide.csv") + "}\n");
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains("model.input_size: got 2, but the data has 3 features per sample"));
+  // A second label column would be read as a feature: the labels leaking into the inputs.
+  dir.write("twice.csv", "a,label,label\n1,0,0\n2,1,1\n");
+  result = train(dir, "model: {name: mlp, input_size: 2, num_classes: 2}\ndata: {kind: csv, train_path: " +
+                          dir.file("twice.csv") + "}\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.file("twice.csv") + ": the header names the label column 'label' (data.label_column) twice"));
 }

@@ -59,6 +59,10 @@ CsvTable read_csv(const std::string& path, const std::string& label_column, int6
     throw UserError(path + ": no column named '" + label_column + "' (data.label_column); the header has: " + shown(join(header, ", ")));
   }
   const auto label_index = static_cast<std::size_t>(label_it - header.begin());
+  // A second column of the label's name would be read as a feature: the labels leaking into the inputs.
+  if (std::find(label_it + 1, header.end(), label_column) != header.end()) {
+    throw UserError(path + ": the header names the label column '" + shown(label_column) + "' (data.label_column) twice; expected it once");
+  }
   std::vector<float> features;
   std::vector<int64_t> labels;
   for (int64_t line_number = 2; std::getline(file, line); ++line_number) {

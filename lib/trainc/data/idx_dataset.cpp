@@ -45,6 +45,14 @@ class GzipReader {
     }
     return bytes;
   }
+  // Bytes past what the header announces would be dropped without a word: a damaged count, or
+  // another file appended to this one.
+  void expect_end(const std::string& what) {
+    uint8_t byte = 0;
+    const int got = gzread(file_, &byte, 1);
+    if (got < 0) throw UserError(path_ + ": corrupt gzip data after " + what);
+    if (got > 0) throw UserError(path_ + ": holds more bytes than its header announces (" + what + "); a damaged count, or another file appended?");
+  }
   uint32_t read_big_endian(const std::string& what) {
     const std::vector<uint8_t> bytes = read(4, what);
     return (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) | uint32_t{bytes[3]};
@@ -76,8 +84,9 @@ torch::Tensor read_images(const std::string& path) {
     throw UserError(path + ": the header gives " + std::to_string(count) + " images of " + std::to_string(rows) + "x" + std::to_string(cols) +
                     " pixels; expected sides of 1 to 2^20 pixels and at most 2^40 bytes in all (a damaged header?)");
   }
-  std::vector<uint8_t> bytes = reader.read(static_cast<std::size_t>(count * rows * cols),
-                                           std::to_string(count) + " images of " + std::to_string(rows) + "x" + std::to_string(cols));
+  const std::string announced = std::to_string(count) + " images of " + std::to_string(rows) + "x" + std::to_string(cols);
+  std::vector<uint8_t> bytes = reader.read(static_cast<std::size_t>(count * rows * cols), announced);
+  reader.expect_end(announced);
   const torch::Tensor pixels = torch::from_blob(bytes.data(), {count, 1, rows, cols}, torch::kUInt8);
   return (pixels.to(torch::kFloat) / 255.0 - 0.5) / 0.5;
 }
@@ -87,6 +96,7 @@ torch::Tensor read_labels(const std::string& path, int64_t num_classes) {
   expect_magic(reader, kLabelsMagic, "labels");
   const int64_t count = reader.read_big_endian("the label count");
   std::vector<uint8_t> bytes = reader.read(static_cast<std::size_t>(count), std::to_string(count) + " labels");
+  reader.expect_end(std::to_string(count) + " labels");
   const torch::Tensor labels = torch::from_blob(bytes.data(), {count}, torch::kUInt8).to(torch::kLong);
   if (count > 0) {
     const int64_t largest = labels.max().item<int64_t>();

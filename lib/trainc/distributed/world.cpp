@@ -23,7 +23,11 @@ int integer_variable(const char* name, int low, int high, const std::string& exp
 World world_from_environment() {
   World world;
   const char* size = std::getenv("WORLD_SIZE");
-  if (size == nullptr || std::string(size) == "1") return world;
+  if (size == nullptr || std::string(size) == "1") {
+    // A rank other than 0 of one process is a launcher's mistake (or a stale variable), not a run to start.
+    if (size != nullptr && std::getenv("RANK") != nullptr) integer_variable("RANK", 0, 0, "0, the only rank when WORLD_SIZE=1");
+    return world;
+  }
   world.size = integer_variable("WORLD_SIZE", 1, 1 << 20, "the number of processes, an integer >= 1");
   const std::string below_size = "an integer from 0 to " + std::to_string(world.size - 1);
   world.rank = integer_variable("RANK", 0, world.size - 1, below_size + " (this process's rank)");
