@@ -21,6 +21,7 @@
 #include "trainc/compile/runtime/kernel_profile.h"
 #include "trainc/config/emit.h"
 #include "trainc/config/fields.h"
+#include "trainc/config/load.h"
 #include "trainc/config/reference.h"
 #include "trainc/config/resolve.h"
 #include "trainc/distributed/launch.h"
@@ -64,6 +65,27 @@ void reject_flags_as_values(const CLI::App& app, int argc, char** argv, int firs
   }
 }
 
+// "--bf16=" or "--bf16 ''": an empty value is not the bare flag, which means true (an unset
+// variable in "--overwrite-output-dir=$KEEP" must not turn it on); nor is a value missing at the
+// end of the line ("--max-steps") a value. Both are refused naming the flag and what it takes,
+// before the parser's own words ("1 required int missing").
+void reject_empty_values(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if (argument.rfind("--", 0) != 0) continue;
+    const std::size_t equals = argument.find('=');
+    std::string flag = argument.substr(0, equals);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const trainc::FieldInfo* field = trainc::find_field(trainc::key_from_flag(flag));
+    if (field == nullptr) continue;
+    const bool empty = equals != std::string::npos ? equals + 1 == argument.size() : i + 1 < argc && argv[i + 1][0] == '\0';
+    const bool missing = equals == std::string::npos && !field->is_bool && i + 1 == argc;
+    if (!empty && !missing) continue;
+    throw trainc::UserError(flag + ": got " + (empty ? "an empty value" : "no value") + ", expected " +
+                            (field->is_bool ? "true or false (or the bare flag for true)" : "a value (" + field->type_name + ")"));
+  }
+}
+
 // The command line minus --nproc-per-node (either spelling, "N" or "=N"): what each worker runs.
 std::vector<std::string> worker_arguments(int argc, char** argv) {
   std::vector<std::string> arguments;
@@ -95,14 +117,17 @@ int run(int argc, char** argv) {
   const bool explain = argc > 1 && std::string(argv[1]) == "explain";
   trainc::RunOptions run_options;
   app.add_option("--dump-dir", run_options.dump_dir,
-                 "Write each compiled step's traced graph, IR, joint graph and programs here as text");
+                 "Write each compiled step's traced graph, IR, joint graph and programs here as text")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   int nproc_per_node = 1;
   app.add_option("--nproc-per-node", nproc_per_node,
                  "Start N data-parallel worker processes on this host, as torchrun --nproc-per-node does")
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, 1024))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string config_path;
   bool print_config = false;
-  app.add_option("--config", config_path, "YAML run config; without it, the built-in quickstart config");
+  app.add_option("--config", config_path, "YAML run config; without it, the built-in quickstart config")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // as every flag: the last one given counts
   app.add_flag("--print-config", print_config, "Print the fully resolved config as YAML and exit");
   bool print_reference = false;
   app.add_flag("--print-config-reference", print_reference, "Print the config reference (docs/config.md) and exit");
@@ -125,6 +150,7 @@ int run(int argc, char** argv) {
   app.allow_extras();
 
   reject_flags_as_values(app, argc, argv, explain ? 2 : 1);
+  reject_empty_values(argc, argv, explain ? 2 : 1);
   try {
     app.parse(normalized_arguments(argc, argv, explain ? 2 : 1));
   } catch (const CLI::CallForHelp& help) {

@@ -46,6 +46,33 @@ TEST_CASE("a boolean flag takes an explicit value", "[e2e][cli]") {
   CHECK_THAT(result.out, Contains("use_cpu: true"));
 }
 
+TEST_CASE("a flag given an empty value, or none at the end of the line, is refused", "[e2e][cli]") {
+  // An empty value is not the bare flag: --overwrite-output-dir=$UNSET must not turn it on.
+  for (const std::string& flags : {"--bf16 ''", "--overwrite-output-dir=", "--overwrite_output_dir ''"}) {
+    const CommandResult result = run_trainc("--print-config " + flags);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(": got an empty value, expected true or false (or the bare flag for true)"));
+  }
+  CommandResult result = run_trainc("--print-config --max-steps=");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("--max-steps: got an empty value, expected a value (int)"));
+  result = run_trainc("--print-config --model.hidden-sizes");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("--model.hidden-sizes: got no value, expected a value (list of int)"));
+  result = run_trainc("--print-config --bf16");  // the bare flag, last on the line
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("bf16: true"));
+}
+
+TEST_CASE("a flag given twice takes its last value, --config and --nproc-per-node too", "[e2e][cli]") {
+  ScratchDir dir;
+  const std::string first = dir.write("first.yaml", "seed: 1\n");
+  const std::string second = dir.write("second.yaml", "seed: 2\n");
+  const CommandResult result = run_trainc("--print-config --config " + first + " --config " + second + " --nproc-per-node 2 --nproc-per-node 1");
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("seed: 2"));
+}
+
 TEST_CASE("an unknown key exits 2 with a suggestion", "[e2e][cli]") {
   ScratchDir dir;
   const std::string config = dir.write("run.yaml", "learning_rate: 1e-3\nnum_train_epoch: 2\n");

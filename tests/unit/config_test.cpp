@@ -140,6 +140,11 @@ TEST_CASE("Hugging Face's resolution rules", "[config]") {
   SECTION("resume_from_checkpoint: false means no resume") {
     CHECK_FALSE(from_yaml("resume_from_checkpoint: false").args.resume_from_checkpoint.has_value());
     CHECK(from_yaml("resume_from_checkpoint: true").args.resume_from_checkpoint == std::optional<std::string>("true"));
+    // Every spelling the boolean keys take, not a directory named "True".
+    for (const char* yes : {"True", "yes", "ON"}) {
+      CHECK(from_yaml(std::string("resume_from_checkpoint: ") + yes).args.resume_from_checkpoint == std::optional<std::string>("true"));
+    }
+    CHECK(from_yaml("resume_from_checkpoint: ./yes").args.resume_from_checkpoint == std::optional<std::string>("./yes"));
   }
   SECTION("ratios below 1 are kept for the trainer") {
     CHECK(from_yaml("warmup_steps: 0.1\nsave_steps: 0.25").args.save_steps == 0.25);
@@ -208,6 +213,9 @@ TEST_CASE("a config file holds one mapping with each key once", "[config]") {
   CHECK_THAT(error_of("learning_rate: 0.1\nseed: 1\nlearning_rate: 0.2"), Contains(":3:1: learning_rate: set twice (first at ") && Contains(":1:1)"));
   CHECK_THAT(error_of("model:\n  name: mlp\nmodel:\n  input_size: 3"), Contains(":3:1: model: set twice"));
   CHECK_THAT(error_of("model:\n  input_size: 3\n  input_size: 4"), Contains(":3:3: model.input_size: set twice"));
+  // A dotted key at the top level is the same key as under its section, in either order.
+  CHECK_THAT(error_of("model:\n  hidden_sizes: [16]\nmodel.hidden_sizes: [4]"), Contains(":3:1: model.hidden_sizes: set twice (first at ") && Contains(":2:3)"));
+  CHECK_THAT(error_of("model.hidden_sizes: [4]\nmodel:\n  hidden_sizes: [16]"), Contains(":3:3: model.hidden_sizes: set twice (first at ") && Contains(":1:1)"));
   CHECK_THAT(error_of("lr_scheduler_kwargs: {num_cycles: 1, num_cycles: 2}"), Contains("lr_scheduler_kwargs.num_cycles: set twice"));
   CHECK_THAT(error_of("seed: 1\n---\nbogus: 2\n"), Contains("holds 2 YAML documents"));
   CHECK(from_yaml("---\nseed: 7\n").args.seed == 7);  // one document, with its start marker

@@ -25,9 +25,11 @@ std::string unknown_key_message(const std::string& key_path, const std::string& 
   return message + " (docs/config.md lists every key)";
 }
 
-void apply_section(RunConfig& config, const YAML::Node& map, const std::string& section, const std::string& source) {
-  // YAML leaves a repeated key to the reader; the second would silently replace the first.
-  std::map<std::string, YAML::Mark> seen;
+// `seen`: the full keys set so far in the file, where. YAML leaves a repeated key to the reader; the
+// second would silently replace the first, and "model.n_layer" at the top level is the same key as
+// n_layer under model:.
+void apply_section(RunConfig& config, const YAML::Node& map, const std::string& section, const std::string& source,
+                   std::map<std::string, YAML::Mark>& seen) {
   for (const auto& item : map) {
     const std::string name = item.first.Scalar();
     const std::string key = section.empty() ? name : section + "." + name;
@@ -36,12 +38,12 @@ void apply_section(RunConfig& config, const YAML::Node& map, const std::string& 
       const char* got = item.first.IsMap() ? "a mapping" : item.first.IsSequence() ? "a list" : "null";
       throw UserError(where + ": expected a key name, got " + got);
     }
-    const auto [first, inserted] = seen.emplace(name, item.first.Mark());
+    const auto [first, inserted] = seen.emplace(key, item.first.Mark());
     if (!inserted) throw UserError(where + ": " + key + ": set twice (first at " + position(source, first->second) + ")");
     if (section.empty() && (name == "model" || name == "data")) {
       if (item.second.IsNull()) continue;
       if (!item.second.IsMap()) throw UserError(where + ": " + name + ": expected a mapping of " + name + " keys");
-      apply_section(config, item.second, name, source);
+      apply_section(config, item.second, name, source, seen);
       continue;
     }
     const FieldInfo* field = find_field(key);
@@ -84,7 +86,8 @@ YAML::Node read_yaml_file(const std::string& path) {
 void apply_yaml(RunConfig& config, const YAML::Node& root, const std::string& source) {
   if (!root.IsDefined() || root.IsNull()) return;  // an empty file keeps every default
   if (!root.IsMap()) throw UserError(source + ": expected a mapping of config keys at the top level");
-  apply_section(config, root, "", source);
+  std::map<std::string, YAML::Mark> seen;
+  apply_section(config, root, "", source, seen);
 }
 
 std::string key_from_flag(const std::string& flag) {

@@ -136,7 +136,10 @@ void check_training_arguments(TrainingArguments& a, std::vector<std::string>& wa
   }
   if (a.resume_from_checkpoint) {
     bool flag = false;
-    if (parse_bool_text(*a.resume_from_checkpoint, &flag) && !flag) a.resume_from_checkpoint.reset();
+    // Every spelling of a boolean, as the boolean keys take them (True, yes, on): "./yes" names a directory.
+    if (parse_bool_text(*a.resume_from_checkpoint, &flag)) {
+      a.resume_from_checkpoint = flag ? std::optional<std::string>("true") : std::nullopt;
+    }
   }
   if (std::count(a.report_to.begin(), a.report_to.end(), "none") && a.report_to.size() > 1) {
     throw UserError("report_to: 'none' cannot be combined with other integrations");
