@@ -10,6 +10,9 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <filesystem>
@@ -104,6 +107,14 @@ TEST_CASE("SIGTERM saves and exits 143 and a second SIGINT exits at once without
   CHECK(std::any_of(fs::directory_iterator(dir.file("term")), fs::directory_iterator(), [](const fs::directory_entry& entry) {
     return entry.path().filename().string().rfind("checkpoint-", 0) == 0 && fs::exists(entry.path() / "trainc_checkpoint.json");
   }));
+  CHECK_THAT(read_text(dir.file("log")), Contains("; resume with --resume-from-checkpoint true"));
+  // Weights only: the message does not offer a resume that would be refused.
+  pid = spawn_trainc("--config " + config + " --output-dir " + dir.file("weights") + " --save-only-model", dir.file("log_weights"));
+  REQUIRE(wait_for([&] { return read_text(dir.file("log_weights")).find("step 5/") != std::string::npos; }, 60));
+  kill(pid, SIGTERM);
+  CHECK(wait_exit_code(pid) == 143);
+  CHECK_THAT(read_text(dir.file("log_weights")), Contains("its checkpoint holds the weights only (save_only_model), so the run cannot resume from it"));
+  CHECK_THAT(read_text(dir.file("log_weights")), !Contains("resume with"));
 
   // Steps long enough (a few hundred ms) that the second SIGINT lands while the first one waits.
   const std::string slow = dir.write("slow.yaml",
@@ -226,7 +237,76 @@ TEST_CASE("checkpoints that do not fit or are damaged get a clear error and stay
     std::ofstream(checkpoint + "/trainer_state.json") << state;
     const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint " + checkpoint);
     CHECK(result.exit_code == 2);
-    CHECK_THAT(result.err, Contains(checkpoint + "/trainer_state.json: global_step is -3, expected >= 0"));
+    CHECK_THAT(result.err, Contains(checkpoint + "/trainer_state.json: global_step is -3, expected a whole number >= 0"));
+  }
+  SECTION("another model's optimizer state, its checksum in the manifest") {
+    // Only the moments' shapes tell: LibTorch loads them as they are, and the first step failed with ATen's words.
+    REQUIRE(run_trainc("--config " + config + " --output-dir " + dir.file("wide") + " --model.hidden-sizes 32").exit_code == 0);
+    fs::copy_file(dir.file("wide/checkpoint-4/optimizer.pt"), checkpoint + "/optimizer.pt", fs::copy_options::overwrite_existing);
+    auto info = nlohmann::json::parse(read_text(checkpoint + "/trainc_checkpoint.json"));
+    info["checksums"]["optimizer.pt"] = nlohmann::json::parse(read_text(dir.file("wide/checkpoint-4/trainc_checkpoint.json")))["checksums"]["optimizer.pt"];
+    std::ofstream(checkpoint + "/trainc_checkpoint.json") << info.dump();
+    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --max-steps 6 --resume-from-checkpoint " + checkpoint);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(checkpoint + "/optimizer.pt: optimizer state exp_avg of shape [32, 8] for a parameter of shape [16, 8]"));
+  }
+  SECTION("a manifest that lacks a file's checksum, and a damaged run config") {
+    std::string weights = read_text(checkpoint + "/model.pt");
+    weights[weights.size() / 2] ^= 0x10;
+    std::ofstream(checkpoint + "/model.pt", std::ios::binary) << weights;
+    const std::string manifest = read_text(checkpoint + "/trainc_checkpoint.json");
+    for (const std::string& checksums : {R"({})", R"([1])", R"({"model.pt": 5})"}) {
+      auto info = nlohmann::json::parse(manifest);
+      info["checksums"] = nlohmann::json::parse(checksums);
+      std::ofstream(checkpoint + "/trainc_checkpoint.json") << info.dump();
+      const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint " + checkpoint);
+      CHECK(result.exit_code == 2);
+      CHECK_THAT(result.err, Contains(checkpoint + "/trainc_checkpoint.json: damaged: \"checksums\" holds no checksum of model.pt"));
+    }
+    const std::string earlier = dir.file("out/checkpoint-2");
+    std::ofstream(earlier + "/run_config.yaml") << "max_steps: 3\n";
+    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint " + earlier);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(earlier + "/run_config.yaml: damaged"));
+  }
+  SECTION("fields of the wrong type, or too large, in the manifest and the trainer state") {
+    auto info = nlohmann::json::parse(read_text(checkpoint + "/trainc_checkpoint.json"));
+    const auto resume = [&] {
+      return run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint " + checkpoint);
+    };
+    const std::vector<std::pair<std::string, std::string>> manifest_fields = {
+        {"format_version", R"("1")"}, {"format_version", "99999999999999999999999"}, {"optim", "5"}, {"save_only_model", R"("no")"}};
+    for (const auto& [key, value] : manifest_fields) {
+      auto damaged = info;
+      damaged[key] = nlohmann::json::parse(value);
+      std::ofstream(checkpoint + "/trainc_checkpoint.json") << damaged.dump();
+      const CommandResult result = resume();
+      CHECK(result.exit_code == 2);
+      CHECK_THAT(result.err, Contains(checkpoint + "/trainc_checkpoint.json: damaged: " + key + " is " + damaged[key].dump() + ", expected"));
+    }
+    std::ofstream(checkpoint + "/trainc_checkpoint.json") << "[]";
+    CHECK_THAT(resume().err, Contains(checkpoint + "/trainc_checkpoint.json: not a trainc checkpoint (expected a JSON object)"));
+    info.erase("checksums");  // so that trainer_state.json may be edited
+    std::ofstream(checkpoint + "/trainc_checkpoint.json") << info.dump();
+    const auto state = nlohmann::json::parse(read_text(checkpoint + "/trainer_state.json"));
+    const std::vector<std::pair<std::string, std::string>> state_fields = {
+        {"global_step", "1e30"}, {"global_step", R"("4")"}, {"log_history", "5"}, {"best_metric", R"("high")"}};
+    for (const auto& [key, value] : state_fields) {
+      auto damaged = state;
+      damaged[key] = nlohmann::json::parse(value);
+      std::ofstream(checkpoint + "/trainer_state.json") << damaged.dump();
+      const CommandResult result = resume();
+      CHECK(result.exit_code == 2);
+      CHECK_THAT(result.err, Contains(checkpoint + "/trainer_state.json: " + key + " is "));
+      CHECK_THAT(result.out, !Contains("resumed from"));
+    }
+  }
+  SECTION("a checkpoint named for another step than it holds") {
+    // resume_from_checkpoint: true picks the newest by name: checkpoint-9 holding step 4 would resume step 4.
+    fs::copy(checkpoint, dir.file("out/checkpoint-9"), fs::copy_options::recursive);
+    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --max-steps 12 --resume-from-checkpoint true");
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(dir.file("out/checkpoint-9") + ": named for step 9, but its trainer_state.json holds global_step 4"));
   }
   SECTION("a newer checkpoint cut short is passed over, with a warning") {
     fs::remove(checkpoint + "/trainc_checkpoint.json");
@@ -241,6 +321,40 @@ TEST_CASE("checkpoints that do not fit or are damaged get a clear error and stay
     CHECK(result.exit_code == 2);
     CHECK_THAT(result.err, Contains("holds no complete checkpoint"));
   }
+}
+
+TEST_CASE("an overwriting run deletes the earlier run's checkpoints only once it has one of its own", "[e2e][checkpoint]") {
+  ScratchDir dir;
+  const std::string config = resume_config(dir, 4, 2);
+  REQUIRE(run_trainc("--config " + config + " --output-dir " + dir.file("out")).exit_code == 0);
+  // A directory named like a checkpoint of a step past int64 is the user's: left alone, never a crash.
+  fs::create_directory(dir.file("out/checkpoint-99999999999999999999999"));
+  // Killed before its first save: the earlier run's checkpoints stay, and can still be resumed.
+  const pid_t killed = spawn_trainc("--config " + config + " --output-dir " + dir.file("out") +
+                                        " --overwrite-output-dir --max-steps 100000 --save-steps 50000 --logging-steps 1",
+                                    dir.file("killed.log"));
+  REQUIRE(wait_for([&] { return read_text(dir.file("killed.log")).find("step 3/") != std::string::npos; }, 60));
+  kill(killed, SIGKILL);
+  CHECK(wait_exit_code(killed) == 128 + SIGKILL);
+  CHECK(fs::exists(dir.file("out/checkpoint-2/trainc_checkpoint.json")));
+  CHECK(fs::exists(dir.file("out/checkpoint-4/trainc_checkpoint.json")));
+  // A run that saves replaces them at its first save; its own checkpoint of step 2 stays.
+  const CommandResult saving = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --overwrite-output-dir --max-steps 3");
+  INFO(saving.out << saving.err);
+  REQUIRE(saving.exit_code == 0);
+  CHECK(fs::exists(dir.file("out/checkpoint-2/trainc_checkpoint.json")));
+  CHECK(fs::exists(dir.file("out/checkpoint-3/trainc_checkpoint.json")));
+  CHECK_FALSE(fs::exists(dir.file("out/checkpoint-4")));
+  CHECK(fs::is_directory(dir.file("out/checkpoint-99999999999999999999999")));
+  // A run that saves nothing replaces them when it ends.
+  const CommandResult unsaved =
+      run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --overwrite-output-dir --max-steps 1 --save-strategy no");
+  REQUIRE(unsaved.exit_code == 0);
+  CHECK_FALSE(fs::exists(dir.file("out/checkpoint-2")));
+  CHECK_FALSE(fs::exists(dir.file("out/checkpoint-3")));
+  const CommandResult resume = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint true");
+  CHECK(resume.exit_code == 2);
+  CHECK_THAT(resume.err, Contains("holds no complete checkpoint-<step>"));
 }
 
 TEST_CASE("save_total_limit keeps the newest checkpoints", "[e2e][checkpoint]") {

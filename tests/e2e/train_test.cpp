@@ -227,6 +227,18 @@ TEST_CASE("unsupported settings fail before training with a clear message", "[e2
                              " --model.vocab-size 10");
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains(": not read by model.name gpt; it applies to mlp"));
+  // A metric evaluation never reports, known before anything is trained or replaced.
+  result = run_trainc(base + "--data.validation-split 0.25 --eval-strategy steps --eval-steps 1 --metric-for-best-model acuracy");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("metric_for_best_model: got \"acuracy\", but evaluation of a classifier reports no eval_acuracy; "
+                                  "expected one of eval_loss, eval_accuracy, eval_runtime, eval_samples_per_second"));
+  // Sizes each valid alone that ask for terabytes.
+  result = run_trainc(base + "--model.hidden-sizes 2147483647");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("model: the mlp model the config describes does not fit in host memory"));
+  result = run_command("WORLD_SIZE=1 RANK=3 " + std::string(TRAINC_BINARY) + " " + base);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("RANK=3: expected 0, the only rank when WORLD_SIZE=1"));
   CHECK_FALSE(std::filesystem::exists(dir.file("out")));  // nothing written by runs that never started
 }
 

@@ -3,6 +3,8 @@
 #include <ATen/Context.h>
 #include <fcntl.h>
 #include <torch/cuda.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 #include <unistd.h>
 
@@ -10,7 +12,9 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
+#include <type_traits>
 
 #include "trainc/common/checksum.h"
 #include "trainc/common/error.h"
@@ -75,13 +79,18 @@ nlohmann::json read_json(const fs::path& path) {
 }
 
 // A file whose bytes are not the ones saved (a flipped bit, a file copied over another) is refused:
-// LibTorch reads most such damage without a word. Checkpoints without checksums are read as they are.
+// LibTorch reads most such damage without a word. Checkpoints without checksums (an older trainc's)
+// are read as they are; one whose checksums lack the file, or are not strings, has a damaged manifest.
 // `info`: the checkpoint's trainc_checkpoint.json (check_format's).
 void verify_checksum(const nlohmann::json& info, const fs::path& path) {
   const auto checksums = info.find("checksums");
-  if (checksums == info.end() || !checksums->is_object()) return;
-  const auto expected = checksums->find(path.filename().string());
-  if (expected == checksums->end() || !expected->is_string()) return;
+  if (checksums == info.end()) return;
+  const std::string name = path.filename().string();
+  const auto expected = checksums->is_object() ? checksums->find(name) : checksums->end();
+  if (expected == checksums->end() || !expected->is_string()) {
+    throw UserError((path.parent_path() / kInfoFile).string() + ": damaged: \"checksums\" holds no checksum of " + name);
+  }
+  if (!fs::exists(path)) throw UserError(path.string() + ": missing; not a complete trainc checkpoint");
   if (file_checksum(path.string()) != expected->get<std::string>()) {
     throw UserError(path.string() + ": damaged: its contents do not match the checksum saved with it in " + kInfoFile);
   }
@@ -98,18 +107,68 @@ void load_archive(torch::serialize::InputArchive& archive, const nlohmann::json&
   }
 }
 
+// A field of trainc_checkpoint.json of the JSON type `expected` names, or `fallback` when absent.
+template <typename T>
+T info_field(const nlohmann::json& info, const char* key, T fallback, const fs::path& file) {
+  const auto found = info.find(key);
+  if (found == info.end()) return fallback;
+  bool fits = false;
+  const char* expected = "";
+  if constexpr (std::is_same_v<T, bool>) {
+    fits = found->is_boolean();
+    expected = "true or false";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    fits = found->is_string();
+    expected = "a string";
+  } else {
+    fits = found->is_number_integer() && found->template get<int64_t>() >= 0 &&
+           found->template get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    expected = "a whole number";
+  }
+  if (!fits) throw UserError(file.string() + ": damaged: " + key + " is " + found->dump() + ", expected " + expected);
+  return found->template get<T>();
+}
+
 // The checkpoint's trainc_checkpoint.json, once its format is one this trainc reads.
 nlohmann::json check_format(const fs::path& dir) {
-  nlohmann::json info = read_json(dir / kInfoFile);
-  if (info.value("format", "") != kCheckpointFormatName) {
-    throw UserError((dir / kInfoFile).string() + ": not a trainc checkpoint (format \"" + info.value("format", "") + "\")");
-  }
-  const int version = info.value("format_version", 0);
+  const fs::path file = dir / kInfoFile;
+  nlohmann::json info = read_json(file);
+  if (!info.is_object()) throw UserError(file.string() + ": not a trainc checkpoint (expected a JSON object)");
+  const std::string format = info_field<std::string>(info, "format", "", file);
+  if (format != kCheckpointFormatName) throw UserError(file.string() + ": not a trainc checkpoint (format \"" + format + "\")");
+  const int version = info_field<int>(info, "format_version", 0, file);
   if (version != kCheckpointFormatVersion) {
-    throw UserError((dir / kInfoFile).string() + ": checkpoint format version " + std::to_string(version) +
-                    ", this trainc reads version " + std::to_string(kCheckpointFormatVersion));
+    throw UserError(file.string() + ": checkpoint format version " + std::to_string(version) + ", this trainc reads version " +
+                    std::to_string(kCheckpointFormatVersion));
   }
+  info_field<bool>(info, "save_only_model", false, file);  // the fields read later, checked here once
+  info_field<std::string>(info, "optim", "", file);
   return info;
+}
+
+// LibTorch's load takes the saved moments as they are: those of another model's shapes (the
+// files' checksums intact) would load, and the first step would fail with ATen's words.
+void check_optimizer_state_shapes(torch::optim::Optimizer& optimizer, const fs::path& path) {
+  auto& states = optimizer.state();
+  for (const auto& group : optimizer.param_groups()) {
+    for (const at::Tensor& parameter : group.params()) {
+      const auto found = states.find(optimizer_state_key(parameter));
+      if (found == states.end()) continue;
+      std::vector<std::pair<std::string, at::Tensor>> moments;
+      if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(found->second.get())) {
+        moments = {{"exp_avg", adamw->exp_avg()}, {"exp_avg_sq", adamw->exp_avg_sq()}, {"max_exp_avg_sq", adamw->max_exp_avg_sq()}};
+      } else if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(found->second.get())) {
+        moments = {{"momentum_buffer", sgd->momentum_buffer()}};
+      }
+      for (const auto& [name, moment] : moments) {
+        if (moment.defined() && moment.sizes() != parameter.sizes()) {
+          throw UserError(path.string() + ": optimizer state " + name + " of shape " + c10::str(moment.sizes()) +
+                          " for a parameter of shape " + c10::str(parameter.sizes()) +
+                          " (the checkpoint's optimizer state is for a different model?)");
+        }
+      }
+    }
+  }
 }
 
 std::vector<c10::Device> generator_devices() {
@@ -128,7 +187,13 @@ int64_t checkpoint_step(const std::string& path) {
   if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) return -1;
   const std::string digits = name.substr(prefix.size());
   if (!std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
-  return std::stoll(digits);
+  // A step past int64 is no checkpoint trainc wrote: the directory is the user's, as checkpoint-abc is.
+  int64_t step = 0;
+  for (const char digit : digits) {
+    if (step > (std::numeric_limits<int64_t>::max() - (digit - '0')) / 10) return -1;
+    step = step * 10 + (digit - '0');
+  }
+  return step;
 }
 
 std::string save_checkpoint(const std::string& output_dir, Model& model, torch::optim::Optimizer* optimizer, const std::string& optim,
@@ -236,7 +301,7 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
                                  int rank) {
   const fs::path dir(checkpoint_dir);
   const nlohmann::json info = check_format(dir);
-  if (info.value("save_only_model", false)) {
+  if (info.value("save_only_model", false)) {  // its type was checked by check_format
     throw UserError(checkpoint_dir + ": saved with save_only_model (weights only); it cannot be resumed from");
   }
   // The AdamW variants keep the same state; SGD keeps none of theirs.
@@ -254,6 +319,7 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
     throw UserError((dir / "optimizer.pt").string() + ": does not fit this model's optimizer: " +
                     first_line(error.what_without_backtrace()));
   }
+  check_optimizer_state_shapes(optimizer, dir / "optimizer.pt");
   torch::serialize::InputArchive rng;
   load_archive(rng, info, dir / "rng_state.pt");
   for (const c10::Device& device : generator_devices()) {
@@ -274,6 +340,7 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
       generator.set_state(state);
     }
   }
+  verify_checksum(info, dir / "run_config.yaml");  // not read back, but part of what was saved
   verify_checksum(info, dir / "trainer_state.json");
   return TrainerState::from_json(read_json(dir / "trainer_state.json"), (dir / "trainer_state.json").string());
 }

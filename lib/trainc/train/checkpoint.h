@@ -53,7 +53,7 @@ void remove_stale_checkpoint_files(const std::string& output_dir);
 // Deletes one checkpoint directory (renamed away first, so it never stays half-deleted).
 void remove_checkpoint(const std::string& checkpoint_dir);
 
-// N for ".../checkpoint-N", or -1.
+// N for ".../checkpoint-N", or -1 (also when N does not fit int64: no checkpoint trainc wrote).
 int64_t checkpoint_step(const std::string& path);
 
 }  // namespace trainc

@@ -48,7 +48,7 @@ void lock_output_dir(const fs::path& dir) {
 
 }  // namespace
 
-void prepare_output_dir(const TrainingArguments& args) {
+std::vector<std::string> prepare_output_dir(const TrainingArguments& args) {
   const fs::path dir(args.output_dir);
   const bool resuming = args.resume_from_checkpoint.has_value();
   const auto unusable = [&](const std::string& what, const std::error_code& error) {
@@ -82,15 +82,28 @@ void prepare_output_dir(const TrainingArguments& args) {
   lock_output_dir(dir);  // before anything in it is replaced
   const bool non_empty = holds_anything();  // again under the lock: a run that held it may have written there
   refuse_unless_allowed(non_empty);
+  std::vector<std::string> earlier_checkpoints;
   if (non_empty && !resuming) {
-    // Replace what a previous run wrote; leave anything else the user keeps there.
+    // Replace what a previous run wrote; leave anything else the user keeps there. Its metrics and
+    // run config go now (this run writes its own at once); its checkpoints stay until this run
+    // has one of its own, so that a run that fails early leaves the earlier run's work.
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
-      if (checkpoint_step(entry.path().string()) >= 0) remove_checkpoint(entry.path().string());
+      if (checkpoint_step(entry.path().string()) >= 0) earlier_checkpoints.push_back(entry.path().string());
       if (name == "metrics.jsonl" || name == "run_config.yaml") fs::remove(entry.path());
     }
   }
   remove_stale_checkpoint_files(args.output_dir);
+  return earlier_checkpoints;
+}
+
+void remove_earlier_checkpoints(std::vector<std::string>& earlier_checkpoints, const std::string& saved_checkpoint) {
+  for (const std::string& path : earlier_checkpoints) {
+    // A checkpoint of the same step was replaced by this run's save: it is this run's now.
+    if (fs::path(path).filename() == fs::path(saved_checkpoint).filename()) continue;
+    if (fs::exists(path)) remove_checkpoint(path);
+  }
+  earlier_checkpoints.clear();
 }
 
 }  // namespace trainc

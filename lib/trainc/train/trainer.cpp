@@ -6,6 +6,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -52,6 +53,9 @@ std::string format_number(double value, int precision = 4) {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+// metric_for_best_model as evaluation keys it: Hugging Face's rule, "accuracy" means eval_accuracy.
+std::string best_metric_key(const std::string& metric) { return metric.rfind("eval_", 0) == 0 ? metric : "eval_" + metric; }
 
 }  // namespace
 
@@ -224,8 +228,7 @@ nlohmann::json Trainer::run_evaluation(double epoch) {
   if (metrics.contains("eval_perplexity")) line += "  eval_perplexity " + format_number(metrics["eval_perplexity"]);
   reporter_->info(line);
   if (args_.metric_for_best_model) {
-    std::string key = *args_.metric_for_best_model;
-    if (key.rfind("eval_", 0) != 0) key = "eval_" + key;
+    const std::string key = best_metric_key(*args_.metric_for_best_model);
     if (!metrics.contains(key)) {
       std::vector<std::string> available;
       for (const auto& item : metrics.items()) available.push_back(item.key());
@@ -253,8 +256,9 @@ void Trainer::maybe_save(bool force) {
       data_parallel_ ? data_parallel_->all_gather(at::globalContext().defaultGenerator(c10::Device(c10::kCPU)).get_state())
                      : std::vector<torch::Tensor>{};
   if (world_.is_main()) {  // the replicas hold the same weights; one writes them
-    save_checkpoint(args_.output_dir, *model_, args_.save_only_model ? nullptr : optimizer_.get(), args_.optim, state_, config_yaml_,
-                    rank_rng_states);
+    const std::string saved = save_checkpoint(args_.output_dir, *model_, args_.save_only_model ? nullptr : optimizer_.get(), args_.optim,
+                                              state_, config_yaml_, rank_rng_states);
+    remove_earlier_checkpoints(earlier_checkpoints_, saved);
     if (args_.save_total_limit) rotate_checkpoints(args_.output_dir, *args_.save_total_limit, state_.best_model_checkpoint);
     reporter_->info("saved " + path);
   }
@@ -295,8 +299,25 @@ void Trainer::setup() {
     throw UserError("eval_strategy: " + args_.eval_strategy + " needs held-out data; set data.eval_path or a data.validation_split > 0 "
                     "large enough to hold at least one sample");
   }
-  model_ = make_model(config_.model, {data_.language_model, data_.sample_shape}, args_.gradient_checkpointing);
-  model_->to(device_);
+  if (args_.metric_for_best_model) {
+    const std::vector<std::string> reported = evaluation_metrics(data_.language_model);
+    const std::string key = best_metric_key(*args_.metric_for_best_model);
+    if (std::find(reported.begin(), reported.end(), key) == reported.end()) {
+      throw UserError("metric_for_best_model: got \"" + *args_.metric_for_best_model + "\", but evaluation of " +
+                      (data_.language_model ? "a language model" : "a classifier") + " reports no " + key + "; expected one of " +
+                      join(reported, ", ") + " (the eval_ prefix may be left out)");
+    }
+  }
+  try {
+    model_ = make_model(config_.model, {data_.language_model, data_.sample_shape}, args_.gradient_checkpointing);
+    model_->to(device_);
+  } catch (const c10::Error& error) {
+    // Sizes each valid alone (hidden_sizes [2147483647], say) can ask for terabytes.
+    const std::string what = error.what_without_backtrace();
+    if (what.find("allocate") == std::string::npos && what.find("out of memory") == std::string::npos) throw;
+    throw UserError("model: the " + config_.model.name + " model the config describes does not fit in " + (device_.is_cuda() ? "GPU" : "host") +
+                    " memory (" + what.substr(0, what.find('\n')) + "); expected smaller sizes under model:");
+  }
   model_->set_training(true);
   for (const auto& item : model_->named_parameters()) {
     if (item.second.requires_grad()) parameters_.push_back(item.second);
@@ -432,6 +453,12 @@ int Trainer::train() {
     if (!fs::is_directory(*resume_dir)) throw UserError("resume_from_checkpoint: " + *resume_dir + " is not a directory");
     load_model_weights(*resume_dir, *model_);
     state_ = load_training_state(*resume_dir, *optimizer_, args_.optim, world_.rank);
+    // resume_from_checkpoint: true picks the newest by its name; a name that is not its step would
+    // resume an older state than the user sees, and the next saves would land beside it.
+    if (const int64_t named = checkpoint_step(*resume_dir); named >= 0 && named != state_.global_step) {
+      throw UserError(*resume_dir + ": named for step " + std::to_string(named) + ", but its trainer_state.json holds global_step " +
+                      std::to_string(state_.global_step) + " (renamed, or another checkpoint's files?)");
+    }
     state_.max_steps = plan_.total_steps;
     // The best checkpoint sits beside the one resumed from: its path as this run reaches it, so that
     // rotation and load_best_model_at_end find it whatever directory the run was started from.
@@ -450,7 +477,7 @@ int Trainer::train() {
   config_yaml_ = to_yaml_text(config_);
   // Rank 0 owns output_dir; the other ranks log warnings only (Hugging Face's log_level_replica).
   if (world_.is_main()) {
-    prepare_output_dir(args_);
+    earlier_checkpoints_ = prepare_output_dir(args_);
     std::ofstream(fs::path(args_.output_dir) / "run_config.yaml") << config_yaml_;
   }
   configure_logging(world_.is_main() ? args_.log_level : "warning");
@@ -553,11 +580,14 @@ int Trainer::train() {
   check_finite_loss();
   if (stop_signal != 0) {
     reporter_->info("stopped by signal " + std::to_string(stop_signal) + (interrupts.signal_number() != stop_signal ? " (to another rank)" : "") +
-                    " at step " + std::to_string(state_.global_step) + "; resume with --resume-from-checkpoint true");
+                    " at step " + std::to_string(state_.global_step) +
+                    (args_.save_only_model ? "; its checkpoint holds the weights only (save_only_model), so the run cannot resume from it"
+                                           : "; resume with --resume-from-checkpoint true"));
     return 128 + stop_signal;
   }
 
   const double runtime = seconds_since(run_start);
+  remove_earlier_checkpoints(earlier_checkpoints_);  // a run that saved nothing has still replaced the earlier one
   if (args_.load_best_model_at_end && state_.best_model_checkpoint) {
     load_model_weights(*state_.best_model_checkpoint, *model_);
     reporter_->info("loaded the best model (" + *args_.metric_for_best_model + " " + format_number(*state_.best_metric) +

@@ -87,6 +87,7 @@ class Trainer {
   TrainerState state_;
   std::unique_ptr<Reporter> reporter_;
   std::string config_yaml_;
+  std::vector<std::string> earlier_checkpoints_;  // an overwritten run's, removed at this run's first save or its end
   uint64_t data_seed_ = 0;
 
   // Since the last log record (device tensors: read only when a record is written).

@@ -1,5 +1,8 @@
 #include "trainc/train/trainer_state.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "trainc/common/error.h"
 
 namespace trainc {
@@ -15,23 +18,55 @@ nlohmann::json TrainerState::to_json() const {
   return json;
 }
 
-TrainerState TrainerState::from_json(const nlohmann::json& json, const std::string& source) {
-  try {
-    TrainerState state;
-    state.global_step = json.at("global_step").get<int64_t>();
-    if (state.global_step < 0) throw UserError(source + ": global_step is " + std::to_string(state.global_step) + ", expected >= 0");
-    state.epoch = json.at("epoch").get<double>();
-    state.max_steps = json.at("max_steps").get<int64_t>();
-    state.logging_steps = json.at("logging_steps").get<int64_t>();
-    state.eval_steps = json.at("eval_steps").get<int64_t>();
-    state.save_steps = json.at("save_steps").get<int64_t>();
-    state.log_history = json.at("log_history");
-    if (!json.at("best_metric").is_null()) state.best_metric = json.at("best_metric").get<double>();
-    if (!json.at("best_model_checkpoint").is_null()) state.best_model_checkpoint = json.at("best_model_checkpoint").get<std::string>();
-    return state;
-  } catch (const nlohmann::json::exception& error) {
-    throw UserError(source + ": not a valid trainer state: " + error.what());
+namespace {
+
+// A field of trainer_state.json, its type checked: nlohmann's own errors name neither the file nor
+// the key, and it casts a number too large for int64 to garbage.
+const nlohmann::json& field(const nlohmann::json& json, const char* key, const std::string& source) {
+  const auto found = json.find(key);
+  if (found == json.end()) throw UserError(source + ": no " + key + "; not a valid trainer state");
+  return *found;
+}
+
+int64_t whole_number(const nlohmann::json& json, const char* key, const std::string& source, int64_t minimum) {
+  const nlohmann::json& value = field(json, key, source);
+  const bool fits = value.is_number_integer() && (!value.is_number_unsigned() || value.get<uint64_t>() <= INT64_MAX);
+  if (!fits || value.get<int64_t>() < minimum) {
+    throw UserError(source + ": " + key + " is " + value.dump() + ", expected a whole number >= " + std::to_string(minimum));
   }
+  return value.get<int64_t>();
+}
+
+double number(const nlohmann::json& json, const char* key, const std::string& source) {
+  const nlohmann::json& value = field(json, key, source);
+  if (!value.is_number()) throw UserError(source + ": " + key + " is " + value.dump() + ", expected a number");
+  return value.get<double>();
+}
+
+}  // namespace
+
+TrainerState TrainerState::from_json(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) throw UserError(source + ": not a valid trainer state (expected a JSON object)");
+  TrainerState state;
+  state.global_step = whole_number(json, "global_step", source, 0);
+  state.epoch = number(json, "epoch", source);
+  state.max_steps = whole_number(json, "max_steps", source, 0);
+  state.logging_steps = whole_number(json, "logging_steps", source, 0);
+  state.eval_steps = whole_number(json, "eval_steps", source, 0);
+  state.save_steps = whole_number(json, "save_steps", source, 0);
+  const nlohmann::json& history = field(json, "log_history", source);
+  const bool records = history.is_array() && std::all_of(history.begin(), history.end(), [](const auto& event) { return event.is_object(); });
+  if (!records) throw UserError(source + ": log_history is not a list of records (JSON objects)");
+  state.log_history = history;
+  if (!field(json, "best_metric", source).is_null()) state.best_metric = number(json, "best_metric", source);
+  const nlohmann::json& best_checkpoint = field(json, "best_model_checkpoint", source);
+  if (!best_checkpoint.is_null()) {
+    if (!best_checkpoint.is_string()) {
+      throw UserError(source + ": best_model_checkpoint is " + best_checkpoint.dump() + ", expected a path or null");
+    }
+    state.best_model_checkpoint = best_checkpoint.get<std::string>();
+  }
+  return state;
 }
 
 }  // namespace trainc
