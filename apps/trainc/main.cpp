@@ -81,8 +81,10 @@ void reject_empty_values(int argc, char** argv, int first) {
     const bool empty = equals != std::string::npos ? equals + 1 == argument.size() : i + 1 < argc && argv[i + 1][0] == '\0';
     const bool missing = equals == std::string::npos && !field->is_bool && i + 1 == argc;
     if (!empty && !missing) continue;
-    throw trainc::UserError(flag + ": got " + (empty ? "an empty value" : "no value") + ", expected " +
-                            (field->is_bool ? "true or false (or the bare flag for true)" : "a value (" + field->type_name + ")"));
+    std::string expected = field->is_bool ? "true or false (or the bare flag for true)" : "a value (" + field->type_name + ")";
+    if (field->type_name.rfind("list", 0) == 0) expected += "; write [] for an empty list";
+    if (field->type_name == "mapping") expected += "; write {} for an empty mapping";
+    throw trainc::UserError(flag + ": got " + (empty ? "an empty value" : "no value") + ", expected " + expected);
   }
 }
 

@@ -290,7 +290,8 @@ TEST_CASE("checkpoints that do not fit or are damaged get a clear error and stay
     std::ofstream(checkpoint + "/trainc_checkpoint.json") << info.dump();
     const auto state = nlohmann::json::parse(read_text(checkpoint + "/trainer_state.json"));
     const std::vector<std::pair<std::string, std::string>> state_fields = {
-        {"global_step", "1e30"}, {"global_step", R"("4")"}, {"log_history", "5"}, {"best_metric", R"("high")"}};
+        {"global_step", "1e30"}, {"global_step", R"("4")"}, {"log_history", "5"}, {"best_metric", R"("high")"},
+        {"best_model_checkpoint", R"("")"}};
     for (const auto& [key, value] : state_fields) {
       auto damaged = state;
       damaged[key] = nlohmann::json::parse(value);
@@ -300,13 +301,19 @@ TEST_CASE("checkpoints that do not fit or are damaged get a clear error and stay
       CHECK_THAT(result.err, Contains(checkpoint + "/trainer_state.json: " + key + " is "));
       CHECK_THAT(result.out, !Contains("resumed from"));
     }
+    auto damaged = state;
+    damaged["log_history"] = nlohmann::json::parse(R"([{"loss": 1.5, "epoch": 0.5}])");  // the run reads each record's step back
+    std::ofstream(checkpoint + "/trainer_state.json") << damaged.dump();
+    CHECK_THAT(resume().err, Contains(checkpoint + "/trainer_state.json: log_history[0]: no step"));
   }
   SECTION("a checkpoint named for another step than it holds") {
     // resume_from_checkpoint: true picks the newest by name: checkpoint-9 holding step 4 would resume step 4.
     fs::copy(checkpoint, dir.file("out/checkpoint-9"), fs::copy_options::recursive);
-    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --max-steps 12 --resume-from-checkpoint true");
-    CHECK(result.exit_code == 2);
-    CHECK_THAT(result.err, Contains(dir.file("out/checkpoint-9") + ": named for step 9, but its trainer_state.json holds global_step 4"));
+    for (const std::string& resume : {std::string("true"), dir.file("out/checkpoint-9/")}) {  // a trailing slash names it too
+      const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --max-steps 12 --resume-from-checkpoint " + resume);
+      CHECK(result.exit_code == 2);
+      CHECK_THAT(result.err, Contains(dir.file("out/checkpoint-9") + ": named for step 9, but its trainer_state.json holds global_step 4"));
+    }
   }
   SECTION("a newer checkpoint cut short is passed over, with a warning") {
     fs::remove(checkpoint + "/trainc_checkpoint.json");
@@ -342,7 +349,7 @@ TEST_CASE("an overwriting run deletes the earlier run's checkpoints only once it
   const CommandResult saving = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --overwrite-output-dir --max-steps 3");
   INFO(saving.out << saving.err);
   REQUIRE(saving.exit_code == 0);
-  CHECK(fs::exists(dir.file("out/checkpoint-2/trainc_checkpoint.json")));
+  CHECK_THAT(read_text(dir.file("out/checkpoint-2/run_config.yaml")), Contains("max_steps: 3"));  // the new run's
   CHECK(fs::exists(dir.file("out/checkpoint-3/trainc_checkpoint.json")));
   CHECK_FALSE(fs::exists(dir.file("out/checkpoint-4")));
   CHECK(fs::is_directory(dir.file("out/checkpoint-99999999999999999999999")));

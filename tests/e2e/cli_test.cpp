@@ -58,13 +58,16 @@ TEST_CASE("a flag given an empty value, or none at the end of the line, is refus
   CHECK_THAT(result.err, Contains("--max-steps: got an empty value, expected a value (int)"));
   result = run_trainc("--print-config --model.hidden-sizes");
   CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Contains("--model.hidden-sizes: got no value, expected a value (list of int)"));
+  CHECK_THAT(result.err, Contains("--model.hidden-sizes: got no value, expected a value (list of int); write [] for an empty list"));
+  result = run_trainc("--print-config --model.hidden-sizes []");
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains("hidden_sizes: []"));
   result = run_trainc("--print-config --bf16");  // the bare flag, last on the line
   CHECK(result.exit_code == 0);
   CHECK_THAT(result.out, Contains("bf16: true"));
 }
 
-TEST_CASE("a flag given twice takes its last value, --config and --nproc-per-node too", "[e2e][cli]") {
+TEST_CASE("a flag given twice takes its last value, --config too, and a repeated --nproc-per-node is no error", "[e2e][cli]") {
   ScratchDir dir;
   const std::string first = dir.write("first.yaml", "seed: 1\n");
   const std::string second = dir.write("second.yaml", "seed: 2\n");

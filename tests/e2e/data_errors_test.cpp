@@ -78,23 +78,21 @@ TEST_CASE("an IDX file cut short", "[e2e][data]") {
 
 TEST_CASE("an IDX file with bytes past what its header announces", "[e2e][data]") {
   // A damaged count that is too small, or another file appended: the rest would be dropped silently.
-  for (const bool gzip : {false, true}) {
-    ScratchDir dir;
-    write_idx_images(dir.file("images"), 10, false);
-    write_idx_labels(dir.file("labels"), 10, gzip);
-    std::ofstream(dir.file("images"), std::ios::binary | std::ios::app) << std::string(784, '\x07');
-    CommandResult result = train_idx(dir);
-    CHECK(result.exit_code == 2);
-    CHECK_THAT(result.err, Contains(dir.file("images") + ": holds more bytes than its header announces (10 images of 28x28)"));
-    write_idx_images(dir.file("images"), 10, gzip);
-    write_idx_labels(dir.file("labels"), 12, false);
-    std::string labels = read_text(dir.file("labels"));
-    labels[7] = 10;  // the count's low byte: 12 -> 10, two labels left over
-    std::ofstream(dir.file("labels"), std::ios::binary) << labels;
-    result = train_idx(dir);
-    CHECK(result.exit_code == 2);
-    CHECK_THAT(result.err, Contains(dir.file("labels") + ": holds more bytes than its header announces (10 labels)"));
-  }
+  ScratchDir dir;
+  write_idx_images(dir.file("images"), 10, false);
+  write_idx_labels(dir.file("labels"), 10, true);
+  std::ofstream(dir.file("images"), std::ios::binary | std::ios::app) << std::string(784, '\x07');
+  CommandResult result = train_idx(dir);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.file("images") + ": holds more bytes than its header announces (10 images of 28x28)"));
+  write_idx_images(dir.file("images"), 10, true);
+  write_idx_labels(dir.file("labels"), 12, false);
+  std::string labels = read_text(dir.file("labels"));
+  labels[7] = 10;  // the count's low byte: 12 -> 10, two labels left over
+  std::ofstream(dir.file("labels"), std::ios::binary) << labels;
+  result = train_idx(dir);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(dir.file("labels") + ": holds more bytes than its header announces (10 labels)"));
 }
 
 TEST_CASE("an IDX header whose counts the file cannot hold", "[e2e][data]") {

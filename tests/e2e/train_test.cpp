@@ -232,10 +232,12 @@ TEST_CASE("unsupported settings fail before training with a clear message", "[e2
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains("metric_for_best_model: got \"acuracy\", but evaluation of a classifier reports no eval_acuracy; "
                                   "expected one of eval_loss, eval_accuracy, eval_runtime, eval_samples_per_second"));
-  // Sizes each valid alone that ask for terabytes.
-  result = run_trainc(base + "--model.hidden-sizes 2147483647");
+  // Sizes each valid alone whose product is past what any machine holds (a table of 2^64 bytes).
+  const std::string huge = dir.write("huge.yaml", "model: {name: gpt, vocab_size: 2147483647, n_embd: 2147483647, n_head: 1, n_layer: 1, block_size: 8}\n"
+                                                  "data: {kind: synthetic, num_samples: 16}\neval_strategy: no\n");
+  result = run_trainc("--config " + huge + " --output-dir " + dir.file("out") + " --max-steps 1");
   CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Contains("model: the mlp model the config describes does not fit in host memory"));
+  CHECK_THAT(result.err, Contains("model: the gpt model the config describes is too large for host memory ("));
   result = run_command("WORLD_SIZE=1 RANK=3 " + std::string(TRAINC_BINARY) + " " + base);
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains("RANK=3: expected 0, the only rank when WORLD_SIZE=1"));

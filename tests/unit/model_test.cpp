@@ -3,9 +3,14 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "trainc/data/batch_loader.h"
 #include "trainc/data/dataset.h"
 #include "trainc/models/model.h"
+#include "trainc/train/evaluate.h"
 #include "trainc/train/foreach_adamw.h"
 #include "trainc/train/grad_clip.h"
 #include "trainc/train/loss.h"
@@ -182,5 +187,33 @@ TEST_CASE("clipping on the device matches LibTorch's clip_grad_norm_", "[unit][o
     const torch::Tensor norm = clip_grad_norm(b, max_norm);
     CHECK(norm.item<double>() == Approx(expected).epsilon(1e-5));
     for (std::size_t i = 0; i < a.size(); ++i) CHECK(torch::allclose(a[i].grad(), b[i].grad(), 1e-5, 1e-6));
+  }
+}
+
+TEST_CASE("evaluation reports exactly the metrics that a run checks metric_for_best_model against", "[model]") {
+  // The start-of-run check reads evaluation_metrics; a key added to evaluate alone would refuse a valid metric.
+  for (const bool language_model : {false, true}) {
+    ModelConfig config = small_gpt(0.0);
+    torch::Tensor inputs, targets;
+    if (language_model) {
+      inputs = torch::randint(0, config.vocab_size, {6, config.block_size}, torch::kLong);
+      targets = torch::randint(0, config.vocab_size, {6, config.block_size}, torch::kLong);
+    } else {
+      config = ModelConfig{};
+      config.input_size = 4;
+      config.hidden_sizes = {8};
+      config.num_classes = 3;
+      inputs = torch::randn({6, 4});
+      targets = torch::randint(0, 3, {6}, torch::kLong);
+    }
+    auto model = make_model(config, {language_model, {inputs.size(1)}}, false);
+    const TensorDataset data(inputs, targets);
+    const nlohmann::json metrics = evaluate(*model, data, 4, torch::kCPU, Precision{}, language_model);
+    std::vector<std::string> keys;
+    for (const auto& item : metrics.items()) keys.push_back(item.key());
+    std::vector<std::string> expected = evaluation_metrics(language_model);
+    std::sort(keys.begin(), keys.end());
+    std::sort(expected.begin(), expected.end());
+    CHECK(keys == expected);
   }
 }

@@ -61,7 +61,7 @@ using StringList = std::vector<std::string>;
   X(bool, load_best_model_at_end, false, "", "", "Load the best checkpoint (by metric_for_best_model) when training ends") \
   X(std::optional<std::string>, metric_for_best_model, std::nullopt, "", "", "Metric that picks the best checkpoint, e.g. loss or accuracy") \
   X(std::optional<bool>, greater_is_better, std::nullopt, "", "", "Whether a larger metric_for_best_model is better; defaults from the metric's name") \
-  X(std::optional<std::string>, resume_from_checkpoint, std::nullopt, "", "", "Checkpoint directory to resume from, or true for the newest in output_dir") \
+  X(std::optional<std::string>, resume_from_checkpoint, std::nullopt, "", "", "Checkpoint directory to resume from, or true (yes, on) for the newest in output_dir") \
   X(bool, dataloader_drop_last, false, "", "", "Drop the last incomplete batch of each epoch") \
   X(int64_t, dataloader_num_workers, 0, "", "", "Background threads preparing batches (0: on the training thread)") \
   X(std::optional<bool>, disable_tqdm, std::nullopt, "", "", "Disable the progress bar; by default it shows only on a terminal") \

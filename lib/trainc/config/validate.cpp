@@ -136,9 +136,13 @@ void check_training_arguments(TrainingArguments& a, std::vector<std::string>& wa
   }
   if (a.resume_from_checkpoint) {
     bool flag = false;
-    // Every spelling of a boolean, as the boolean keys take them (True, yes, on): "./yes" names a directory.
-    if (parse_bool_text(*a.resume_from_checkpoint, &flag)) {
-      a.resume_from_checkpoint = flag ? std::optional<std::string>("true") : std::nullopt;
+    // YAML's words for a boolean, in any case (True, yes, on; false, no, off); "./yes" names a directory.
+    std::string word = *a.resume_from_checkpoint;
+    std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (word == "true" || word == "yes" || word == "on") {
+      a.resume_from_checkpoint = "true";
+    } else if (parse_bool_text(word, &flag) && !flag) {
+      a.resume_from_checkpoint.reset();
     }
   }
   if (std::count(a.report_to.begin(), a.report_to.end(), "none") && a.report_to.size() > 1) {

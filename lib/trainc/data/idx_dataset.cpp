@@ -46,12 +46,12 @@ class GzipReader {
     return bytes;
   }
   // Bytes past what the header announces would be dropped without a word: a damaged count, or
-  // another file appended to this one.
+  // another file appended to a raw one (zlib itself passes over what follows a gzip stream).
   void expect_end(const std::string& what) {
     uint8_t byte = 0;
     const int got = gzread(file_, &byte, 1);
     if (got < 0) throw UserError(path_ + ": corrupt gzip data after " + what);
-    if (got > 0) throw UserError(path_ + ": holds more bytes than its header announces (" + what + "); a damaged count, or another file appended?");
+    if (got > 0) throw UserError(path_ + ": holds more bytes than its header announces (" + what + "); a damaged count?");
   }
   uint32_t read_big_endian(const std::string& what) {
     const std::vector<uint8_t> bytes = read(4, what);

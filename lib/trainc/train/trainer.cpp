@@ -314,9 +314,13 @@ void Trainer::setup() {
   } catch (const c10::Error& error) {
     // Sizes each valid alone (hidden_sizes [2147483647], say) can ask for terabytes.
     const std::string what = error.what_without_backtrace();
-    if (what.find("allocate") == std::string::npos && what.find("out of memory") == std::string::npos) throw;
-    throw UserError("model: the " + config_.model.name + " model the config describes does not fit in " + (device_.is_cuda() ? "GPU" : "host") +
-                    " memory (" + what.substr(0, what.find('\n')) + "); expected smaller sizes under model:");
+    if (what.find("allocate") == std::string::npos && what.find("out of memory") == std::string::npos &&
+        what.find("size calculation overflowed") == std::string::npos) {
+      throw;
+    }
+    throw UserError("model: the " + config_.model.name + " model the config describes is too large for " + (device_.is_cuda() ? "GPU" : "host") +
+                    " memory (" + what.substr(0, what.find('\n')) + "); expected " +
+                    (config_.model.name == "torchscript" ? "a module this machine can hold" : "smaller sizes under model:"));
   }
   model_->set_training(true);
   for (const auto& item : model_->named_parameters()) {
@@ -450,6 +454,10 @@ int Trainer::train() {
     if (!resume_dir) {
       throw UserError("resume_from_checkpoint: true, but output_dir " + args_.output_dir + " holds no complete checkpoint-<step>");
     }
+    // "out/checkpoint-9/" names checkpoint-9: its step and the directory beside it are read from the name.
+    fs::path spelled = fs::path(*resume_dir).lexically_normal();
+    if (!spelled.has_filename() && spelled.has_parent_path()) spelled = spelled.parent_path();
+    resume_dir = spelled.string();
     if (!fs::is_directory(*resume_dir)) throw UserError("resume_from_checkpoint: " + *resume_dir + " is not a directory");
     load_model_weights(*resume_dir, *model_);
     state_ = load_training_state(*resume_dir, *optimizer_, args_.optim, world_.rank);
@@ -607,15 +615,17 @@ int Trainer::train() {
   reporter_->info("done: " + std::to_string(state_.global_step) + " steps in " + format_number(runtime, 3) + " s, " +
                   format_count(summary["train_samples_per_second"]) + " samples/s, train_loss " +
                   format_number(summary["train_loss"]) + memory);
+  // A record read back from a checkpoint holds null where the value was not finite.
+  const auto metric = [](const nlohmann::json& value) { return value.is_number() ? value.get<double>() : std::nan(""); };
   for (auto it = state_.log_history.rbegin(); it != state_.log_history.rend(); ++it) {
     if (!it->contains("eval_loss")) continue;
     std::string line = "final eval (step " + std::to_string((*it)["step"].get<int64_t>()) + "): eval_loss " +
-                       format_number((*it)["eval_loss"]);
+                       format_number(metric((*it)["eval_loss"]));
     if (it->contains("eval_accuracy")) {
-      line += ", eval_accuracy " + format_number((*it)["eval_accuracy"]) + " (" +
-              format_number(100.0 * (*it)["eval_accuracy"].get<double>(), 4) + "% correct)";
+      line += ", eval_accuracy " + format_number(metric((*it)["eval_accuracy"])) + " (" +
+              format_number(100.0 * metric((*it)["eval_accuracy"]), 4) + "% correct)";
     }
-    if (it->contains("eval_perplexity")) line += ", eval_perplexity " + format_number((*it)["eval_perplexity"]);
+    if (it->contains("eval_perplexity")) line += ", eval_perplexity " + format_number(metric((*it)["eval_perplexity"]));
     reporter_->info(line);
     break;
   }

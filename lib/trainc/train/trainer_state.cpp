@@ -55,13 +55,22 @@ TrainerState TrainerState::from_json(const nlohmann::json& json, const std::stri
   state.eval_steps = whole_number(json, "eval_steps", source, 0);
   state.save_steps = whole_number(json, "save_steps", source, 0);
   const nlohmann::json& history = field(json, "log_history", source);
-  const bool records = history.is_array() && std::all_of(history.begin(), history.end(), [](const auto& event) { return event.is_object(); });
-  if (!records) throw UserError(source + ": log_history is not a list of records (JSON objects)");
+  if (!history.is_array()) throw UserError(source + ": log_history is " + history.type_name() + ", expected a list of records");
+  // The run reads its records back: the step of each, and the losses and metrics it reports at the end.
+  for (std::size_t i = 0; i < history.size(); ++i) {
+    const std::string record = "log_history[" + std::to_string(i) + "]";
+    if (!history[i].is_object()) throw UserError(source + ": " + record + " is " + history[i].dump() + ", expected a record (a JSON object)");
+    whole_number(history[i], "step", source + ": " + record, 0);
+    for (const char* key : {"loss", "eval_loss", "eval_accuracy", "eval_perplexity"}) {
+      // null: a value that was not finite (JSON has no NaN; nlohmann writes it as null).
+      if (history[i].contains(key) && !history[i][key].is_null()) number(history[i], key, source + ": " + record);
+    }
+  }
   state.log_history = history;
   if (!field(json, "best_metric", source).is_null()) state.best_metric = number(json, "best_metric", source);
   const nlohmann::json& best_checkpoint = field(json, "best_model_checkpoint", source);
   if (!best_checkpoint.is_null()) {
-    if (!best_checkpoint.is_string()) {
+    if (!best_checkpoint.is_string() || best_checkpoint.get<std::string>().empty()) {
       throw UserError(source + ": best_model_checkpoint is " + best_checkpoint.dump() + ", expected a path or null");
     }
     state.best_model_checkpoint = best_checkpoint.get<std::string>();
