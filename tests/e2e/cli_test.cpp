@@ -148,6 +148,10 @@ TEST_CASE("the config and dump paths must be usable", "[e2e][cli]") {
   result = run_trainc("--print-config --config " + dir.path());
   CHECK(result.exit_code == 2);
   CHECK_THAT(result.err, Contains(dir.path() + ": is a directory"));
+  const std::string binary = dir.write("binary.yaml", std::string("seed: 1\nlearning_rate: 1e-3\0\n", 29));
+  result = run_trainc("--print-config --config " + binary);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains(binary + ":2: holds a NUL byte; expected a YAML text file"));
   const std::string file = dir.write("not_a_dir", "x");
   result = run_trainc("--max-steps 1 --torch-compile --output-dir " + dir.file("out") + " --dump-dir " + file);
   CHECK(result.exit_code == 2);

@@ -80,7 +80,13 @@ YAML::Node read_yaml_file(const std::string& path) {
   if (!file) throw UserError(path + ": cannot read the config file (does it exist?)");
   std::stringstream text;
   text << file.rdbuf();
-  return parse_yaml_text(text.str(), path);
+  const std::string contents = text.str();
+  // yaml-cpp reads a NUL byte as a bad escape at the wrong place: a binary file, or a damaged one.
+  if (const std::size_t nul = contents.find('\0'); nul != std::string::npos) {
+    const auto line = 1 + std::count(contents.begin(), contents.begin() + static_cast<std::ptrdiff_t>(nul), '\n');
+    throw UserError(path + ":" + std::to_string(line) + ": holds a NUL byte; expected a YAML text file");
+  }
+  return parse_yaml_text(contents, path);
 }
 
 void apply_yaml(RunConfig& config, const YAML::Node& root, const std::string& source) {
