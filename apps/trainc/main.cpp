@@ -185,7 +185,10 @@ int run(int argc, char** argv) {
   }
 
   if (app.count("--config") > 0 && config_path.empty()) throw trainc::UserError("--config: got an empty path, expected a YAML file");
-  if (app.count("--dump-dir") > 0 && run_options.dump_dir.empty()) throw trainc::UserError("--dump-dir: got an empty path, expected a directory");
+  if (app.count("--dump-dir") > 0 && run_options.dump_dir.find_first_not_of(" \t\n\r\v\f") == std::string::npos) {
+    throw trainc::UserError("--dump-dir: got " + std::string(run_options.dump_dir.empty() ? "an empty path" : "only blanks") +
+                            ", expected a directory");
+  }
   std::vector<std::string> warnings;
   const trainc::RunConfig config = trainc::build_run_config(
       config_path.empty() ? std::nullopt : std::optional<std::string>(config_path), overrides, &warnings);
@@ -197,6 +200,18 @@ int run(int argc, char** argv) {
     std::error_code error;
     if (std::filesystem::exists(run_options.dump_dir, error) && !std::filesystem::is_directory(run_options.dump_dir, error)) {
       throw trainc::UserError("--dump-dir: " + run_options.dump_dir + " exists and is not a directory");
+    }
+    // A file on the way ("a_file/dumps") would stop the first compile with the file system's words.
+    for (std::filesystem::path above = std::filesystem::path(run_options.dump_dir).parent_path(); !above.empty();
+         above = above.parent_path()) {
+      if (!std::filesystem::exists(above, error)) {
+        if (above == above.parent_path()) break;
+        continue;
+      }
+      if (!std::filesystem::is_directory(above, error)) {
+        throw trainc::UserError("--dump-dir: " + run_options.dump_dir + " lies under " + above.string() + ", which is not a directory");
+      }
+      break;
     }
     if (!explain && !config.args.torch_compile) {
       throw trainc::UserError("--dump-dir: writes the compiled steps' graphs, but torch_compile is false (set --torch-compile)");

@@ -26,24 +26,28 @@ std::string gpt_config(const ScratchDir& dir) {
                    "save_strategy: no\nmax_steps: 8\nlogging_steps: 1\nlearning_rate: 3e-3\n");
 }
 
-// A TorchScript classifier written by Python; with `cumsum`, its forward uses an op the planner has
-// no entry for.
-std::string torchscript_config(const ScratchDir& dir, bool cumsum) {
-  const std::string path = dir.file(cumsum ? "cumsum.pt" : "plain.pt");
+// A TorchScript classifier written by Python, named by what its forward holds: "plain"; "cumsum",
+// an op the planner has no entry for; "branch", a branch on the data's values.
+std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
+  const std::string path = dir.file(kind + ".pt");
+  const std::string body = kind == "branch" ? "        y = self.proj(torch.tanh(x))\n"
+                                              "        if bool(x[0, 0] > 0):\n"
+                                              "            return y\n"
+                                              "        return -y\n"
+                                            : "        return self.proj(torch.tanh(x))" + std::string(kind == "cumsum" ? ".cumsum(1)" : "") + "\n";
   const std::string script = dir.write("make.py",
                                        "import torch\n"
                                        "class Net(torch.nn.Module):\n"
                                        "    def __init__(self):\n"
                                        "        super().__init__()\n"
                                        "        self.proj = torch.nn.Linear(5, 3)\n"
-                                       "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
-                                       "        return self.proj(torch.tanh(x))" + std::string(cumsum ? ".cumsum(1)" : "") + "\n"
+                                       "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n" + body +
                                        "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
   const CommandResult made = run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
   INFO(made.err);
   REQUIRE(made.exit_code == 0);
   write_csv(dir.file("train.csv"), 32, 5);
-  return dir.write(cumsum ? "cumsum.yaml" : "plain.yaml", "model: {name: torchscript, path: " + path + ", num_classes: 3}\n"
+  return dir.write(kind + ".yaml", "model: {name: torchscript, path: " + path + ", num_classes: 3}\n"
                               "data: {kind: csv, train_path: " + dir.file("train.csv") + "}\n"
                               "per_device_train_batch_size: 8\neval_strategy: no\nsave_strategy: no\nmax_steps: 3\n");
 }
@@ -81,7 +85,7 @@ TEST_CASE("aot_eager trains gpt with the loss curve of eager, and records compil
 
 TEST_CASE("a TorchScript model compiles and trains under aot_eager like eager", "[e2e][compile]") {
   ScratchDir dir;
-  const std::string config = torchscript_config(dir, false);
+  const std::string config = torchscript_config(dir, "plain");
   const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager") + " --logging-steps 1");
   REQUIRE(eager.exit_code == 0);
   const CommandResult compiled =
@@ -114,7 +118,7 @@ TEST_CASE("the last partial batch compiles again and says why", "[e2e][compile]"
 
 TEST_CASE("a graph break names the op and module and runs eagerly, and fullgraph stops with exit 2", "[e2e][compile]") {
   ScratchDir dir;
-  const std::string config = torchscript_config(dir, true);
+  const std::string config = torchscript_config(dir, "cumsum");
   CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --torch-compile-backend aot_eager");
   INFO(result.out << result.err);
   REQUIRE(result.exit_code == 0);
@@ -127,6 +131,25 @@ TEST_CASE("a graph break names the op and module and runs eagerly, and fullgraph
   result = run_trainc("explain --config " + config + " --torch-compile-backend aot_eager");
   CHECK(result.exit_code == 0);
   CHECK_THAT(result.out, Contains("graph breaks 1 (this step would run eagerly)"));
+}
+
+TEST_CASE("a TorchScript branch on the data's values is a graph break, not the first batch's branch kept", "[e2e][compile]") {
+  // A trace records the branch the first batch takes; later batches would take it too, silently.
+  ScratchDir dir;
+  const std::string config = torchscript_config(dir, "branch");
+  const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager") + " --logging-steps 1");
+  REQUIRE(eager.exit_code == 0);
+  const CommandResult compiled =
+      run_trainc("--config " + config + " --output-dir " + dir.file("aot") + " --logging-steps 1 --torch-compile-backend aot_eager");
+  INFO(compiled.out << compiled.err);
+  REQUIRE(compiled.exit_code == 0);
+  CHECK_THAT(compiled.out + compiled.err,
+             Contains("graph break, this step runs eagerly: aten::Bool (reads a tensor's value on the host at line "));
+  CHECK(losses(read_metrics(dir.file("aot"))) == losses(read_metrics(dir.file("eager"))));
+  const CommandResult full =
+      run_trainc("--config " + config + " --output-dir " + dir.file("full") + " --torch-compile-backend aot_eager --torch-compile-fullgraph");
+  CHECK(full.exit_code == 2);
+  CHECK_THAT(full.err, Contains("aten::Bool (reads a tensor's value on the host"));
 }
 
 TEST_CASE("backends that cannot run are refused before anything is written", "[e2e][compile]") {
@@ -187,4 +210,13 @@ TEST_CASE("trainc explain prints the plan and --dump-dir writes every stage", "[
   CHECK(unavailable.exit_code == 2);
   CHECK_THAT(unavailable.out, Contains("backend      unavailable: torch_compile_backend: cudagraphs"));
   CHECK_THAT(unavailable.out, Contains("graph breaks none"));
+  CHECK_THAT(unavailable.err, Contains("trainc: error: torch_compile_backend: cudagraphs"));
+  // A dump directory under a file, or of blanks, is refused before anything is planned.
+  const std::string file = dir.write("a_file", "x");
+  CommandResult dump = run_trainc("explain --config " + gpt_config(dir) + " --dump-dir " + file + "/dumps");
+  CHECK(dump.exit_code == 2);
+  CHECK_THAT(dump.err, Contains("--dump-dir: " + file + "/dumps lies under " + file + ", which is not a directory"));
+  dump = run_trainc("explain --config " + gpt_config(dir) + " --dump-dir ' '");
+  CHECK(dump.exit_code == 2);
+  CHECK_THAT(dump.err, Contains("--dump-dir: got only blanks, expected a directory"));
 }

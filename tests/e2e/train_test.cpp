@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "support/command.h"
@@ -127,6 +128,43 @@ TEST_CASE("a TorchScript module written by Python trains and checkpoints", "[e2e
   write_csv(dir.file("train.csv"), 64, 5);
   check_trains(dir, "model: {name: torchscript, path: " + model_path + ", num_classes: 2}\n"
                "data: {kind: csv, train_path: " + dir.file("train.csv") + ", validation_split: 0.25}\n", "eval_accuracy");
+}
+
+TEST_CASE("a TorchScript module that returns other logits, trains nothing or raises gets a one-line error", "[e2e][train]") {
+  ScratchDir dir;
+  write_csv(dir.file("train.csv"), 32, 5);
+  const auto train_with = [&](const std::string& name, const std::string& init, const std::string& body) {
+    const std::string path = dir.file(name + ".pt");
+    const std::string script = dir.write(name + ".py", "import torch\n"
+                                                       "class Net(torch.nn.Module):\n"
+                                                       "    def __init__(self):\n"
+                                                       "        super().__init__()\n" + init +
+                                                       "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n" + body +
+                                                       "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
+    const CommandResult made = run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
+    INFO(made.err);
+    REQUIRE(made.exit_code == 0);
+    const std::string config = dir.write(name + ".yaml", "model: {name: torchscript, path: " + path + ", num_classes: 2}\n"
+                                                         "data: {kind: csv, train_path: " + dir.file("train.csv") + "}\n"
+                                                         "max_steps: 2\neval_strategy: no\n");
+    return run_trainc("--config " + config + " --output-dir " + dir.file("out-" + name));
+  };
+  const std::string linear = "        self.proj = torch.nn.Linear(5, 2)\n";
+  CommandResult result = train_with("transposed", linear, "        return self.proj(x).t()\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("transposed.pt: forward(inputs [8, 5]) returned Float logits of shape [2, 8], "
+                                  "expected floating-point logits of shape [8, 2] (model.num_classes)"));
+  result = train_with("integers", linear, "        return self.proj(x).long()\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("returned Long logits of shape [8, 2]"));
+  result = train_with("nothing", "        self.scale = 2.0\n", "        return torch.zeros(x.size(0), 2) * self.scale\n");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("has no parameters to train"));
+  result = train_with("raises", linear, "        if x.size(1) == 5:\n            raise RuntimeError('no five-feature inputs here')\n        return self.proj(x)\n");
+  CHECK(result.exit_code == 1);
+  CHECK_THAT(result.err, Contains("raises.pt: forward(inputs [8, 5]) failed: "));
+  CHECK_THAT(result.err, Contains("no five-feature inputs here"));
+  CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
 }
 
 TEST_CASE("the quickstart reaches 85% test accuracy on Fashion-MNIST and prints it", "[e2e][train][quickstart]") {

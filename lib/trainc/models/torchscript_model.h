@@ -14,16 +14,21 @@ namespace trainc {
 
 class TorchScriptModel : public Model {
  public:
-  explicit TorchScriptModel(const std::string& path);  // UserError if the file cannot be loaded
+  // UserError if the file cannot be loaded. `language_model` and `num_classes` give the logits'
+  // shape forward must return ([batch, time, vocab], or [batch, num_classes]).
+  TorchScriptModel(const std::string& path, bool language_model, int64_t num_classes);
   torch::Tensor forward(const torch::Tensor& inputs) override;
   std::vector<NamedTensor> named_parameters() override;
   std::vector<NamedTensor> named_buffers() override;
   void set_training(bool training) override { module_.train(training); }
   void to(torch::Device device) override { module_.to(device); }
   std::string describe() const override { return "torchscript " + path_; }
+  std::vector<std::string> host_value_reads() override;
 
  private:
   std::string path_;
+  bool language_model_;
+  int64_t num_classes_;
   torch::jit::Module module_;
 };
 

@@ -168,7 +168,8 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
 void Trainer::check_finite_loss() {
   const int64_t bad_step = first_nonfinite_step_.item<int64_t>();
   if (bad_step < 0) return;
-  const auto last = newest_checkpoint(args_.output_dir);
+  // Until this run saves, output_dir may hold an overwritten run's checkpoints: none of them is this run's.
+  const auto last = earlier_checkpoints_.empty() ? newest_checkpoint(args_.output_dir) : std::nullopt;
   throw UserError("non-finite loss at step " + std::to_string(bad_step) + "; stopping. Last good checkpoint: " +
                       last.value_or("none") + " (try a lower learning_rate or a max_grad_norm)",
                   kExitFailure);
@@ -326,6 +327,7 @@ void Trainer::setup() {
   for (const auto& item : model_->named_parameters()) {
     if (item.second.requires_grad()) parameters_.push_back(item.second);
   }
+  if (parameters_.empty()) throw UserError("model: " + model_->describe() + " has no parameters to train; expected at least one");
   if (world_.distributed()) {
     // Rendezvous only after everything above was checked: a bad config fails every rank at once.
     data_parallel_ =
@@ -437,7 +439,12 @@ int Trainer::explain() {
             << "batch        " << input_signature(batch->inputs, batch->targets) << "\n"
             << text << "planning     " << format_number(seconds, 3) << " s\n";
   if (!options_.dump_dir.empty()) std::cout << "dumped       " << options_.dump_dir << "\n";
-  return backend_ ? kExitOk : kExitUsage;
+  if (!backend_) {
+    // The plan went to stdout; the reason for exit 2 goes where every error goes.
+    std::cerr << "trainc: error: " << backend_line.substr(std::string("unavailable: ").size()) << "\n";
+    return kExitUsage;
+  }
+  return kExitOk;
 }
 
 int Trainer::train() {
