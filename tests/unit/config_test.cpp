@@ -301,3 +301,17 @@ TEST_CASE("the built-in quickstart config is valid", "[config]") {
   CHECK(config.data.kind == "idx");
   CHECK(warnings.empty());
 }
+
+TEST_CASE("the warmup_ratio warning suggests the same ratio as warmup_steps", "[config]") {
+  test::ScratchDir dir;
+  const auto warning_for = [&](const std::string& ratio) {
+    std::vector<std::string> warnings;
+    build_run_config(dir.write("run.yaml", "warmup_ratio: " + ratio + "\n"), {}, &warnings);
+    REQUIRE_FALSE(warnings.empty());
+    return warnings.front();
+  };
+  CHECK_THAT(warning_for("0.9999"), Contains("write warmup_steps: 0.9999 "));
+  CHECK_THAT(warning_for("0.5555"), Contains("write warmup_steps: 0.5555 "));
+  // 1 as warmup_steps would be one step: the largest ratio below 1 instead.
+  CHECK_THAT(warning_for("1.0"), Contains("write warmup_steps: 0.9999999999999999 "));
+}

@@ -74,7 +74,8 @@ void check_training_arguments(TrainingArguments& a, std::vector<std::string>& wa
           format_double(a.warmup_steps), "a whole number when >= 1 (values below 1 are ratios of the total steps)");
   require(a.warmup_ratio >= 0 && a.warmup_ratio <= 1, "warmup_ratio", format_double(a.warmup_ratio), "a ratio in [0, 1]");
   if (a.warmup_ratio > 0) {
-    warnings.push_back("warmup_ratio is deprecated; write warmup_steps: " + format_double(std::min(a.warmup_ratio, 0.999)) +
+    // The same ratio; 1, which warmup_steps would read as one step, as the largest ratio below it.
+    warnings.push_back("warmup_ratio is deprecated; write warmup_steps: " + format_double(a.warmup_ratio < 1 ? a.warmup_ratio : std::nextafter(1.0, 0.0)) +
                        " (a value below 1 is a ratio)");
     if (a.warmup_steps > 0) warnings.push_back("both warmup_ratio and warmup_steps are set; warmup_steps wins");
   }
