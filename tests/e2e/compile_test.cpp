@@ -27,14 +27,18 @@ std::string gpt_config(const ScratchDir& dir) {
 }
 
 // A TorchScript classifier written by Python, named by what its forward holds: "plain"; "cumsum",
-// an op the planner has no entry for; "branch", a branch on the data's values.
+// an op the planner has no entry for; "branch", a branch on the data's values; "reshaped", a
+// reshape by the batch's size, traced.
 std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
   const std::string path = dir.file(kind + ".pt");
   const std::string body = kind == "branch" ? "        y = self.proj(torch.tanh(x))\n"
                                               "        if bool(x[0, 0] > 0):\n"
                                               "            return y\n"
                                               "        return -y\n"
-                                            : "        return self.proj(torch.tanh(x))" + std::string(kind == "cumsum" ? ".cumsum(1)" : "") + "\n";
+                          : kind == "reshaped" ? "        return self.proj(torch.tanh(x).view(x.size(0), -1))\n"
+                                               : "        return self.proj(torch.tanh(x))" + std::string(kind == "cumsum" ? ".cumsum(1)" : "") + "\n";
+  // "reshaped" is traced, as torch.jit.trace keeps a size read: prim::NumToTensor, then aten::Int.
+  const std::string save = kind == "reshaped" ? "torch.jit.trace(Net(), torch.randn(8, 5))" : "torch.jit.script(Net())";
   const std::string script = dir.write("make.py",
                                        "import torch\n"
                                        "class Net(torch.nn.Module):\n"
@@ -42,7 +46,7 @@ std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
                                        "        super().__init__()\n"
                                        "        self.proj = torch.nn.Linear(5, 3)\n"
                                        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n" + body +
-                                       "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
+                                       "torch.jit.save(" + save + ", '" + path + "')\n");
   const CommandResult made = run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
   INFO(made.err);
   REQUIRE(made.exit_code == 0);
@@ -85,20 +89,23 @@ TEST_CASE("aot_eager trains gpt with the loss curve of eager, and records compil
 
 TEST_CASE("a TorchScript model compiles and trains under aot_eager like eager", "[e2e][compile]") {
   ScratchDir dir;
-  const std::string config = torchscript_config(dir, "plain");
-  const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager") + " --logging-steps 1");
-  REQUIRE(eager.exit_code == 0);
-  const CommandResult compiled =
-      run_trainc("--config " + config + " --output-dir " + dir.file("aot") + " --logging-steps 1 --torch-compile-backend aot_eager");
-  INFO(compiled.out << compiled.err);
-  REQUIRE(compiled.exit_code == 0);
-  CHECK_THAT(compiled.out, Contains("compile: compiled in"));
-  CHECK_THAT(compiled.out + compiled.err, !Contains("graph break"));
-  const std::vector<double> expected = losses(read_metrics(dir.file("eager")));
-  const std::vector<double> got = losses(read_metrics(dir.file("aot")));
-  REQUIRE(got.size() == 3);
-  REQUIRE(got.size() == expected.size());
-  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-5));
+  for (const std::string kind : {"plain", "reshaped"}) {
+    INFO(kind);
+    const std::string config = torchscript_config(dir, kind);
+    const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager-" + kind) + " --logging-steps 1");
+    REQUIRE(eager.exit_code == 0);
+    const CommandResult compiled = run_trainc("--config " + config + " --output-dir " + dir.file("aot-" + kind) +
+                                              " --logging-steps 1 --torch-compile-backend aot_eager");
+    INFO(compiled.out << compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+    CHECK_THAT(compiled.out, Contains("compile: compiled in"));
+    CHECK_THAT(compiled.out + compiled.err, !Contains("graph break"));
+    const std::vector<double> expected = losses(read_metrics(dir.file("eager-" + kind)));
+    const std::vector<double> got = losses(read_metrics(dir.file("aot-" + kind)));
+    REQUIRE(got.size() == 3);
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-5));
+  }
 }
 
 TEST_CASE("the last partial batch compiles again and says why", "[e2e][compile]") {
@@ -144,7 +151,7 @@ TEST_CASE("a TorchScript branch on the data's values is a graph break, not the f
   INFO(compiled.out << compiled.err);
   REQUIRE(compiled.exit_code == 0);
   CHECK_THAT(compiled.out + compiled.err,
-             Contains("graph break, this step runs eagerly: aten::Bool (reads a tensor's value on the host at line "));
+             Contains("graph break, this step runs eagerly: aten::Bool (reads a tensor's value on the host at " + dir.file("make.py") + ":"));
   CHECK(losses(read_metrics(dir.file("aot"))) == losses(read_metrics(dir.file("eager"))));
   const CommandResult full =
       run_trainc("--config " + config + " --output-dir " + dir.file("full") + " --torch-compile-backend aot_eager --torch-compile-fullgraph");

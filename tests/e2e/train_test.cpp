@@ -247,6 +247,18 @@ TEST_CASE("a non-finite loss stops the run naming the step", "[e2e][train]") {
   CHECK(result.exit_code == 1);
   CHECK_THAT(result.err, Contains("non-finite loss"));
   CHECK_THAT(result.err, Contains("at step"));
+  // The last good checkpoint is this run's own: one it saved before the loss went bad, never one
+  // of the run it overwrites.
+  const std::string diverging = " --optim sgd --learning-rate 1e30 --max-grad-norm 0 --max-steps 50 --logging-steps 1";
+  REQUIRE(run_trainc("--config " + synthetic_config(dir) + " --output-dir " + dir.file("earlier") + " --max-steps 2").exit_code == 0);
+  CommandResult overwriting =
+      run_trainc("--config " + synthetic_config(dir) + " --output-dir " + dir.file("earlier") + " --overwrite-output-dir" + diverging);
+  CHECK(overwriting.exit_code == 1);
+  CHECK_THAT(overwriting.err, Contains("Last good checkpoint: none"));
+  CHECK(std::filesystem::exists(dir.file("earlier/checkpoint-2")));  // kept: the new run saved nothing
+  const CommandResult saving = run_trainc("--config " + synthetic_config(dir) + " --output-dir " + dir.file("saving") + " --save-steps 1" + diverging);
+  CHECK(saving.exit_code == 1);
+  CHECK_THAT(saving.err, Contains("Last good checkpoint: " + dir.file("saving") + "/checkpoint-1 "));
 }
 
 TEST_CASE("unsupported settings fail before training with a clear message", "[e2e][train]") {

@@ -34,7 +34,7 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
     plan.imported.breaks.push_back({read.substr(0, read.find(' ')),
                                     "reads a tensor's value on the host" + (read.find(' ') == std::string::npos ? "" : read.substr(read.find(' '))) +
                                         "; a trace would keep the first batch's branch or value",
-                                    "forward"});
+                                    "(the scripted forward)"});
   }
   if (!plan.complete()) return plan;
   std::vector<bool> requires_grad;

@@ -29,7 +29,7 @@ class Model {
   virtual void set_training(bool training) = 0;
   virtual void to(torch::Device device) = 0;
   virtual std::string describe() const = 0;  // one line for the run header
-  // The forward's reads of a tensor's value on the host ("aten::Bool at line 7 of forward"): a
+  // The forward's reads of a tensor's value on the host ("aten::Bool at net.py:7"): a
   // branch or a number taken from the data. A trace records the first batch's branch and value
   // as constants, so a step that holds one is not compiled. The zoo models have none.
   virtual std::vector<std::string> host_value_reads() { return {}; }

@@ -2,8 +2,10 @@
 
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include <algorithm>
 #include <functional>
 #include <set>
+#include <sstream>
 
 #include "trainc/common/error.h"
 
@@ -11,6 +13,21 @@ namespace trainc {
 
 namespace {
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// What failed, in one line. The interpreter's message is a header, tracebacks of the scripted code
+// (indented lines, the failing one marked "<--- HERE", then the lines after it), then the error
+// itself: the first unindented line after the last mark (a CUDA error's own advice follows it).
+std::string cause_of(const std::string& message) {
+  const std::size_t here = message.rfind("<--- HERE");
+  if (message.rfind("The following operation failed in the TorchScript interpreter", 0) != 0 || here == std::string::npos) {
+    return first_line(message);
+  }
+  std::istringstream rest(message.substr(message.find('\n', here) == std::string::npos ? message.size() : message.find('\n', here) + 1));
+  for (std::string line; std::getline(rest, line);) {
+    if (!line.empty() && line[0] != ' ' && line[0] != '\t') return line;
+  }
+  return first_line(message);
+}
 }  // namespace
 
 TorchScriptModel::TorchScriptModel(const std::string& path, bool language_model, int64_t num_classes)
@@ -33,13 +50,9 @@ torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
   try {
     output = module_.forward({inputs});
   } catch (const c10::Error& error) {
-    throw failed(first_line(error.what_without_backtrace()));
-  } catch (const std::exception& error) {
-    // The interpreter's own exceptions (a raise, a failed op inside a scripted call) carry its
-    // traceback: the last line says what failed.
-    std::string what = error.what();
-    while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
-    throw failed(what.substr(what.rfind('\n') == std::string::npos ? 0 : what.rfind('\n') + 1));
+    throw failed(cause_of(error.what_without_backtrace()));
+  } catch (const std::exception& error) {  // the interpreter's own (a raise in the scripted code)
+    throw failed(cause_of(error.what()));
   }
   if (!output.isTensor()) throw UserError("model.path: " + path_ + ": forward must return one tensor of logits", kExitFailure);
   // Logits of another layout would meet the targets misaligned, or fail inside the loss with
@@ -59,21 +72,43 @@ torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
 
 std::vector<std::string> TorchScriptModel::host_value_reads() {
   // The ops that turn a tensor into a host value: a scripted `if bool(x.sum() > 0)`, `.item()`,
-  // `float(t)`, `t.tolist()`. A shape read (x.size(0), x.dim()) is no such op: a new shape is a new
-  // input signature, compiled again.
-  static const std::set<std::string> reads = {"aten::Bool",         "aten::Float",      "aten::Int",        "aten::item",
-                                              "aten::ScalarImplicit", "aten::FloatImplicit", "aten::IntImplicit", "aten::is_nonzero",
-                                              "aten::_local_scalar_dense", "aten::tolist", "prim::tolist"};
+  // `float(t)`, `t.tolist()`, `torch.equal(a, b)`.
+  static const std::set<std::string> reads = {
+      "aten::Bool",       "aten::Float",       "aten::Int",          "aten::Complex", "aten::item",
+      "aten::ScalarImplicit", "aten::FloatImplicit", "aten::IntImplicit", "aten::ComplexImplicit", "aten::is_nonzero",
+      "aten::_local_scalar_dense", "aten::tolist", "prim::tolist", "aten::equal", "aten::allclose"};
   std::shared_ptr<torch::jit::Graph> graph = module_.get_method("forward").graph()->copy();
   torch::jit::Inline(*graph);
+  // Tensors that hold no data, only shapes and constants: a traced `x.view(x.size(0), -1)` keeps
+  // the size as prim::NumToTensor, read back by aten::Int. A new shape is a new input signature,
+  // compiled again, so reading these is no host read. Parameters (prim::GetAttr), the inputs and
+  // random draws are data.
+  std::set<const torch::jit::Value*> shape_only;
+  const auto holds_data = [&](const torch::jit::Value* value) {
+    return value->type()->cast<c10::TensorType>() && !shape_only.count(value);
+  };
   std::vector<std::string> found;
   std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* block) {
     for (torch::jit::Node* node : block->nodes()) {
       const std::string kind = node->kind().toQualString();
-      if (reads.count(kind) && !node->inputs().empty() && node->input(0)->type()->cast<c10::TensorType>()) {
+      const bool random = kind.find("rand") != std::string::npos || kind.find("bernoulli") != std::string::npos ||
+                          kind.find("normal") != std::string::npos || kind.find("dropout") != std::string::npos;
+      const bool from_shapes = kind == "prim::NumToTensor" ||
+                               (kind != "prim::GetAttr" && kind != "prim::Param" && !random && node->blocks().empty() &&
+                                std::none_of(node->inputs().begin(), node->inputs().end(), holds_data));
+      if (from_shapes) {
+        for (const torch::jit::Value* output : node->outputs()) shape_only.insert(output);
+      }
+      if (reads.count(kind) && std::any_of(node->inputs().begin(), node->inputs().end(), holds_data)) {
         std::string where = kind;
-        if (const auto place = node->sourceRange().file_line_col()) where += " at line " + std::to_string(std::get<1>(*place));
-        found.push_back(where);
+        // A loaded scripted module's ops point into its serialized code, which points back to the
+        // Python file's line; a traced module's carry none.
+        torch::jit::SourceRange range = node->sourceRange();
+        if (const auto original = range.findSourceRangeThatGenerated()) range = *original;
+        if (const auto place = range.file_line_col(); place && !std::get<0>(*place).empty() && std::get<1>(*place) > 0) {
+          where += " at " + std::get<0>(*place) + ":" + std::to_string(std::get<1>(*place));
+        }
+        if (std::find(found.begin(), found.end(), where) == found.end()) found.push_back(where);
       }
       for (torch::jit::Block* inner : node->blocks()) visit(inner);
     }

@@ -168,10 +168,8 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
 void Trainer::check_finite_loss() {
   const int64_t bad_step = first_nonfinite_step_.item<int64_t>();
   if (bad_step < 0) return;
-  // Until this run saves, output_dir may hold an overwritten run's checkpoints: none of them is this run's.
-  const auto last = earlier_checkpoints_.empty() ? newest_checkpoint(args_.output_dir) : std::nullopt;
   throw UserError("non-finite loss at step " + std::to_string(bad_step) + "; stopping. Last good checkpoint: " +
-                      last.value_or("none") + " (try a lower learning_rate or a max_grad_norm)",
+                      last_good_checkpoint_.value_or("none") + " (try a lower learning_rate or a max_grad_norm)",
                   kExitFailure);
 }
 
@@ -263,6 +261,7 @@ void Trainer::maybe_save(bool force) {
     if (args_.save_total_limit) rotate_checkpoints(args_.output_dir, *args_.save_total_limit, state_.best_model_checkpoint);
     reporter_->info("saved " + path);
   }
+  last_good_checkpoint_ = path;  // every rank's, for the non-finite loss's message
   if (data_parallel_) data_parallel_->barrier();  // no rank runs ahead of a checkpoint being written
 }
 
@@ -468,6 +467,7 @@ int Trainer::train() {
     if (!fs::is_directory(*resume_dir)) throw UserError("resume_from_checkpoint: " + *resume_dir + " is not a directory");
     load_model_weights(*resume_dir, *model_);
     state_ = load_training_state(*resume_dir, *optimizer_, args_.optim, world_.rank);
+    last_good_checkpoint_ = resume_dir;
     // resume_from_checkpoint: true picks the newest by its name; a name that is not its step would
     // resume an older state than the user sees, and the next saves would land beside it.
     if (const int64_t named = checkpoint_step(*resume_dir); named >= 0 && named != state_.global_step) {

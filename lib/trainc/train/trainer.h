@@ -88,6 +88,7 @@ class Trainer {
   std::unique_ptr<Reporter> reporter_;
   std::string config_yaml_;
   std::vector<std::string> earlier_checkpoints_;  // an overwritten run's, removed at this run's first save or its end
+  std::optional<std::string> last_good_checkpoint_;  // this run's latest save, or the checkpoint it resumed from
   uint64_t data_seed_ = 0;
 
   // Since the last log record (device tensors: read only when a record is written).
