@@ -184,6 +184,10 @@ TEST_CASE("sizes and step counts too large for a run are refused", "[config]") {
 
 TEST_CASE("keys that another key's value leaves unread are refused", "[config]") {
   CHECK_THAT(error_of("data:\n  kind: synthetic\n  block_size: 4"), Contains("data.block_size: not read by data.kind synthetic for model.name mlp"));
+  // Set to null, such a key is unset: nothing for the config to misread.
+  CHECK_FALSE(from_yaml("data:\n  kind: synthetic\n  block_size: null\n  train_labels_path: ~").data.block_size.has_value());
+  CHECK_FALSE(from_yaml("data: {kind: synthetic}", {{"--data.train-labels-path", std::string("null")}}).data.train_labels_path.has_value());
+  CHECK_THAT(error_of("data:\n  kind: synthetic\n  train_labels_path: labels.gz"), Contains("data.train_labels_path: not read by data.kind synthetic"));
   CHECK(from_yaml("model: {name: gpt, n_layer: 1, n_head: 1, n_embd: 8, block_size: 8}\ndata: {kind: synthetic, block_size: 4}")
             .data.block_size == std::optional<int64_t>(4));
   test::ScratchDir dir;

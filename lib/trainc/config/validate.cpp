@@ -205,11 +205,12 @@ void check_data(const DataConfig& d) {
   require_positive(d.num_samples, "data.num_samples");
 }
 
-// A key set where the config does not read it is most likely a mistake.
+// A key set where the config does not read it is most likely a mistake; one set to null is unset
+// (config.md), which no config can misread.
 void check_applicable_keys(const RunConfig& config) {
   for (const std::string& key : config.explicitly_set) {
     const FieldInfo* field = find_field(key);
-    if (field == nullptr) continue;
+    if (field == nullptr || field->emit(config).IsNull()) continue;
     const std::string reason = why_not_read(*field, config);
     if (!reason.empty()) throw UserError(key + ": " + reason);
   }
