@@ -204,10 +204,7 @@ int run(int argc, char** argv) {
     // A file on the way ("a_file/dumps") would stop the first compile with the file system's words.
     for (std::filesystem::path above = std::filesystem::path(run_options.dump_dir).parent_path(); !above.empty();
          above = above.parent_path()) {
-      if (!std::filesystem::exists(above, error)) {
-        if (above == above.parent_path()) break;
-        continue;
-      }
+      if (!std::filesystem::exists(above, error)) continue;
       if (!std::filesystem::is_directory(above, error)) {
         throw trainc::UserError("--dump-dir: " + run_options.dump_dir + " lies under " + above.string() + ", which is not a directory");
       }

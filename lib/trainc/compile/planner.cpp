@@ -30,9 +30,9 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   CompilePlan plan;
   plan.captured = capture_loss(model, loss_fn, inputs, targets);
   plan.imported = import_graph(plan.captured);
-  for (const std::string& read : model.host_value_reads()) {
-    plan.imported.breaks.push_back({read.substr(0, read.find(' ')),
-                                    "reads a tensor's value on the host" + (read.find(' ') == std::string::npos ? "" : read.substr(read.find(' '))) +
+  for (const HostValueRead& read : model.host_value_reads()) {
+    plan.imported.breaks.push_back({read.op,
+                                    "reads a tensor's value on the host" + (read.place.empty() ? "" : " at " + read.place) +
                                         "; a trace would keep the first batch's branch or value",
                                     "(the scripted forward)"});
   }

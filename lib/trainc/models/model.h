@@ -18,6 +18,14 @@ namespace trainc {
 
 using NamedTensor = std::pair<std::string, torch::Tensor>;
 
+// An op that reads a tensor's value on the host ("aten::Bool"), and where ("net.py:7", or empty
+// when the module carries no source, as a traced one).
+struct HostValueRead {
+  std::string op;
+  std::string place;
+  bool operator==(const HostValueRead& other) const { return op == other.op && place == other.place; }
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -29,10 +37,10 @@ class Model {
   virtual void set_training(bool training) = 0;
   virtual void to(torch::Device device) = 0;
   virtual std::string describe() const = 0;  // one line for the run header
-  // The forward's reads of a tensor's value on the host ("aten::Bool at net.py:7"): a
-  // branch or a number taken from the data. A trace records the first batch's branch and value
-  // as constants, so a step that holds one is not compiled. The zoo models have none.
-  virtual std::vector<std::string> host_value_reads() { return {}; }
+  // The forward's reads of a tensor's value on the host: a branch or a number taken from the data.
+  // A trace records the first batch's branch and value as constants, so a step that holds one is
+  // not compiled. The zoo models have none.
+  virtual std::vector<HostValueRead> host_value_reads() { return {}; }
 
   int64_t parameter_count();
 };

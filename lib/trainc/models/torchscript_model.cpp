@@ -70,7 +70,7 @@ torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
   return logits;
 }
 
-std::vector<std::string> TorchScriptModel::host_value_reads() {
+std::vector<HostValueRead> TorchScriptModel::host_value_reads() {
   // The ops that turn a tensor into a host value: a scripted `if bool(x.sum() > 0)`, `.item()`,
   // `float(t)`, `t.tolist()`, `torch.equal(a, b)`.
   static const std::set<std::string> reads = {
@@ -87,7 +87,7 @@ std::vector<std::string> TorchScriptModel::host_value_reads() {
   const auto holds_data = [&](const torch::jit::Value* value) {
     return value->type()->cast<c10::TensorType>() && !shape_only.count(value);
   };
-  std::vector<std::string> found;
+  std::vector<HostValueRead> found;
   std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* block) {
     for (torch::jit::Node* node : block->nodes()) {
       const std::string kind = node->kind().toQualString();
@@ -100,15 +100,15 @@ std::vector<std::string> TorchScriptModel::host_value_reads() {
         for (const torch::jit::Value* output : node->outputs()) shape_only.insert(output);
       }
       if (reads.count(kind) && std::any_of(node->inputs().begin(), node->inputs().end(), holds_data)) {
-        std::string where = kind;
+        HostValueRead read{kind, ""};
         // A loaded scripted module's ops point into its serialized code, which points back to the
         // Python file's line; a traced module's carry none.
         torch::jit::SourceRange range = node->sourceRange();
         if (const auto original = range.findSourceRangeThatGenerated()) range = *original;
         if (const auto place = range.file_line_col(); place && !std::get<0>(*place).empty() && std::get<1>(*place) > 0) {
-          where += " at " + std::get<0>(*place) + ":" + std::to_string(std::get<1>(*place));
+          read.place = std::get<0>(*place) + ":" + std::to_string(std::get<1>(*place));
         }
-        if (std::find(found.begin(), found.end(), where) == found.end()) found.push_back(where);
+        if (std::find(found.begin(), found.end(), read) == found.end()) found.push_back(read);
       }
       for (torch::jit::Block* inner : node->blocks()) visit(inner);
     }

@@ -23,7 +23,7 @@ class TorchScriptModel : public Model {
   void set_training(bool training) override { module_.train(training); }
   void to(torch::Device device) override { module_.to(device); }
   std::string describe() const override { return "torchscript " + path_; }
-  std::vector<std::string> host_value_reads() override;
+  std::vector<HostValueRead> host_value_reads() override;
 
  private:
   std::string path_;

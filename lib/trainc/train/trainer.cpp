@@ -32,6 +32,7 @@
 #include "trainc/train/lr_schedule.h"
 #include "trainc/train/optimizer.h"
 #include "trainc/train/output_dir.h"
+#include "trainc/train/resume.h"
 
 namespace trainc {
 namespace fs = std::filesystem;
@@ -452,42 +453,13 @@ int Trainer::train() {
   // Everything is checked before the output directory is touched: a run that fails here leaves it as it was.
   std::optional<std::string> resume_dir;
   if (args_.resume_from_checkpoint) {
-    std::vector<std::string> incomplete;
-    resume_dir = *args_.resume_from_checkpoint == "true" ? newest_checkpoint(args_.output_dir, &incomplete) : args_.resume_from_checkpoint;
-    for (const std::string& skipped : incomplete) {
-      warnings_.push_back("resume_from_checkpoint: skipping " + skipped + ", an incomplete checkpoint (no trainc_checkpoint.json)");
-    }
-    if (!resume_dir) {
-      throw UserError("resume_from_checkpoint: true, but output_dir " + args_.output_dir + " holds no complete checkpoint-<step>");
-    }
-    // "out/checkpoint-9/" names checkpoint-9: its step and the directory beside it are read from the name.
-    fs::path spelled = fs::path(*resume_dir).lexically_normal();
-    if (!spelled.has_filename() && spelled.has_parent_path()) spelled = spelled.parent_path();
-    resume_dir = spelled.string();
-    if (!fs::is_directory(*resume_dir)) throw UserError("resume_from_checkpoint: " + *resume_dir + " is not a directory");
+    resume_dir = resume_checkpoint_dir(args_, warnings_);
     load_model_weights(*resume_dir, *model_);
     state_ = load_training_state(*resume_dir, *optimizer_, args_.optim, world_.rank);
+    check_resumed_step(*resume_dir, state_);
     last_good_checkpoint_ = resume_dir;
-    // resume_from_checkpoint: true picks the newest by its name; a name that is not its step would
-    // resume an older state than the user sees, and the next saves would land beside it.
-    if (const int64_t named = checkpoint_step(*resume_dir); named >= 0 && named != state_.global_step) {
-      throw UserError(*resume_dir + ": named for step " + std::to_string(named) + ", but its trainer_state.json holds global_step " +
-                      std::to_string(state_.global_step) + " (renamed, or another checkpoint's files?)");
-    }
     state_.max_steps = plan_.total_steps;
-    // The best checkpoint sits beside the one resumed from: its path as this run reaches it, so that
-    // rotation and load_best_model_at_end find it whatever directory the run was started from.
-    if (state_.best_model_checkpoint) {
-      const fs::path beside = fs::path(*resume_dir).parent_path() / fs::path(*state_.best_model_checkpoint).filename();
-      if (fs::exists(beside)) {
-        state_.best_model_checkpoint = beside.string();
-      } else if (!fs::exists(*state_.best_model_checkpoint)) {
-        warnings_.push_back("best_model_checkpoint " + *state_.best_model_checkpoint + " of " + *resume_dir +
-                            " is gone; the best is tracked again from this run's evaluations");
-        state_.best_model_checkpoint.reset();
-        state_.best_metric.reset();
-      }
-    }
+    find_best_checkpoint_beside(state_, *resume_dir, warnings_);
   }
   config_yaml_ = to_yaml_text(config_);
   // Rank 0 owns output_dir; the other ranks log warnings only (Hugging Face's log_level_replica).
