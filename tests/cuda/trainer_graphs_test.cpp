@@ -150,3 +150,67 @@ TEST_CASE("graphs whose steps start on the device take the schedule's rates past
   CHECK(weights < 1e-6);
   CHECK(resumed_weights < 1e-6);
 }
+
+TEST_CASE("a TorchScript forward that reads a value on the host trains without CUDA graphs, as eager does", "[cuda][train]") {
+  // A scripted branch on the data's values (aten::Bool) waits for the GPU inside the step, which a
+  // capture cannot record: backend cudagraphs and mode reduce-overhead run the step without graphs,
+  // with a warning naming the read, and train as eager does; with torch_compile_fullgraph they are
+  // refused before training. Python (the device's, with torch) writes the module.
+  Scratch scratch;
+  const std::string module = scratch.file("branch.pt");
+  FILE* script = std::fopen(scratch.file("make.py").c_str(), "wb");
+  REQUIRE(script != nullptr);
+  std::fputs(("import torch\n"
+              "class Net(torch.nn.Module):\n"
+              "    def __init__(self):\n"
+              "        super().__init__()\n"
+              "        self.proj = torch.nn.Linear(5, 3)\n"
+              "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+              "        y = self.proj(torch.tanh(x))\n"
+              "        if bool(x[0, 0] > 0):\n"
+              "            return y\n"
+              "        return -y\n"
+              "torch.manual_seed(0)\n"
+              "torch.jit.save(torch.jit.script(Net()), '" + module + "')\n")
+                 .c_str(),
+             script);
+  std::fclose(script);
+  REQUIRE(std::system(("python3 " + scratch.file("make.py")).c_str()) == 0);
+  // Features from a fixed rule, both signs of the first one among the batches; the label from them.
+  FILE* csv = std::fopen(scratch.file("train.csv").c_str(), "wb");
+  REQUIRE(csv != nullptr);
+  std::fputs("f0,f1,f2,f3,f4,label\n", csv);
+  for (int row = 0; row < 64; ++row) {
+    double features[5];
+    for (int k = 0; k < 5; ++k) features[k] = std::sin(1.7 * row + 0.9 * k + 0.3 * row * k);
+    std::fprintf(csv, "%.6f,%.6f,%.6f,%.6f,%.6f,%d\n", features[0], features[1], features[2], features[3], features[4],
+                 features[1] + features[2] > 0 ? (features[3] > 0 ? 2 : 1) : 0);
+  }
+  std::fclose(csv);
+  write_config(scratch, ("model: {name: torchscript, path: " + module + ", num_classes: 3}\n"
+                         "data: {kind: csv, train_path: " + scratch.file("train.csv") + "}\n"
+                         "per_device_train_batch_size: 8\neval_strategy: 'no'\nsave_strategy: 'no'\nmax_steps: 12\n"
+                         "logging_steps: 1\nlearning_rate: 0.01\ntf32: false\n")
+                            .c_str());
+  const std::string base = "--config " + scratch.file("run.yaml");
+  const TraincRun eager = run_trainc_in(scratch, "eager", base);
+  INFO(eager.out);
+  REQUIRE(eager.exit_code == 0);
+  const std::vector<double> expected = logged_losses_in(scratch.file("eager/metrics.jsonl"));
+  REQUIRE(expected.size() == 12);
+  for (const std::string graphs : {"--torch-compile-backend cudagraphs", "--torch-compile-mode reduce-overhead"}) {
+    INFO(graphs);
+    const TraincRun run = run_trainc_in(scratch, "graphs", base + " " + graphs + " --overwrite-output-dir");
+    INFO(run.out);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("reads a tensor's value on the host (aten::Bool at " + scratch.file("make.py") + ":"));
+    CHECK_THAT(run.out, Contains("the step runs without CUDA graphs"));
+    CHECK_THAT(run.out, Contains(", without CUDA graphs"));
+    CHECK_THAT(run.out, !Contains("cuda graph: captured"));
+    CHECK(largest_relative_difference(logged_losses_in(scratch.file("graphs/metrics.jsonl")), expected) < 1e-6);
+    const TraincRun full = run_trainc_in(scratch, "full", base + " " + graphs + " --torch-compile-fullgraph");
+    INFO(full.out);
+    CHECK(full.exit_code == 2);
+    CHECK_THAT(full.out, Contains("torch_compile_fullgraph: true with torch_compile_") && Contains("(aten::Bool at "));
+  }
+}

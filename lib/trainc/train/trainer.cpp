@@ -84,7 +84,9 @@ void Trainer::print_header() const {
                         ", lr " + format_number(args_.learning_rate) + " " + args_.lr_scheduler_type +
                         ", weight_decay " + format_number(args_.weight_decay) + ", max_grad_norm " +
                         format_number(args_.max_grad_norm)},
-      {"compile", backend_ ? "backend " + backend_->describe() + (backend_->whole_step_graph() ? ", whole step as a CUDA graph" : "")
+      {"compile", backend_ ? "backend " + backend_->describe() + (backend_->whole_step_graph()          ? ", whole step as a CUDA graph"
+                                                               : !backend_->graphs_declined.empty() ? ", without CUDA graphs"
+                                                                                                    : "")
                            : "off (eager)"},
       {"output_dir", args_.output_dir},
   };
@@ -324,6 +326,11 @@ void Trainer::setup() {
                     (config_.model.name == "torchscript" ? "a module this machine can hold" : "smaller sizes under model:"));
   }
   model_->set_training(true);
+  if (backend_ && backend_->whole_step_graph()) {
+    if (const std::vector<HostValueRead> reads = model_->host_value_reads(); !reads.empty()) {
+      decline_step_graph(*backend_, reads[0].op + (reads[0].place.empty() ? "" : " at " + reads[0].place), args_.torch_compile_fullgraph);
+    }
+  }
   for (const auto& item : model_->named_parameters()) {
     if (item.second.requires_grad()) parameters_.push_back(item.second);
   }
@@ -375,6 +382,8 @@ void Trainer::start_compiler() {
     if (on_device != nullptr && optimization_enabled(Optimization::device_step_start)) {
       step_start_ = std::make_unique<DeviceStepStart>([this](int64_t step) { return learning_rate_at(step); }, state_.global_step, device_);
       phases.start = [this, on_device](bool captured, const std::vector<torch::Tensor>& stepped) {
+        // Outside a capture the update advances the counts, after a capture that failed too.
+        if (!captured) on_device->forget_advanced_step_counts();
         step_start_->start_step(on_device->device_learning_rate(),
                                 captured ? on_device->step_counts_advanced_before_next_step(stepped) : std::vector<torch::Tensor>{});
       };

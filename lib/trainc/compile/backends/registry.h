@@ -1,4 +1,4 @@
-// defines: BackendInfo, BackendChoice, compile_backends, select_backend
+// defines: BackendInfo, BackendChoice, compile_backends, select_backend, decline_step_graph
 //
 // The compile backends and modes by their torch.compile names, what each does in trainc, and the
 // choice for a run: the configured backend, or the one selected from the hardware. A backend or
@@ -28,8 +28,12 @@ struct BackendChoice {
   // reduce-overhead or max-autotune (which select_backend keeps only on CUDA; with eager they have
   // no effect).
   bool whole_step_graph() const {
-    return backend == "cudagraphs" || (backend != "eager" && (mode == "reduce-overhead" || mode == "max-autotune"));
+    return graphs_declined.empty() &&
+           (backend == "cudagraphs" || (backend != "eager" && (mode == "reduce-overhead" || mode == "max-autotune")));
   }
+  // Why the step runs without the CUDA graph its backend or mode asks for (decline_step_graph);
+  // empty when it does not.
+  std::string graphs_declined;
   // Modes max-autotune and max-autotune-no-cudagraphs: measure candidate implementations.
   bool autotunes() const { return mode == "max-autotune" || mode == "max-autotune-no-cudagraphs"; }
   std::vector<std::string> warnings;  // e.g. reduce-overhead on the CPU
@@ -38,5 +42,12 @@ struct BackendChoice {
 
 // device_type: "cpu" or "cuda". Throws UserError (exit 2) naming the key and the reason.
 BackendChoice select_backend(const TrainingArguments& args, const std::string& device_type);
+
+// A model whose forward reads a tensor's value on the host (`host_read`: "aten::item at net.py:7")
+// waits for the GPU inside the step, which a CUDA graph's capture cannot record. With CUDA graphs
+// asked for, the step then runs without them, as mode default (or max-autotune-no-cudagraphs, or
+// eager autograd for backend cudagraphs) would run it, with a warning; under
+// torch_compile_fullgraph that is refused (UserError, exit 2). No effect without CUDA graphs.
+void decline_step_graph(BackendChoice& choice, const std::string& host_read, bool fullgraph);
 
 }  // namespace trainc

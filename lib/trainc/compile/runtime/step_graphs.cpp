@@ -104,6 +104,7 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     return result;
   }
   Entry& entry = found->second;
+  if (entry.without_graph) return run_without_graph(on_device(batch_inputs, device_), on_device(batch_targets, device_));
   // The programs read the bf16 shadows the optimizer keeps uncast, as captured (a capture records
   // a cast only for a shadow made during it): a parameter written outside the step since (a
   // checkpoint loaded into it) has its shadow cast here, outside the graph.
@@ -140,16 +141,22 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
       if (phases_.track) graph.beside([&] { phases_.track(entry.outputs.loss); });
       entry.outputs.grad_norm = phases_.update();
     };
-    if (entry.update) {
-      entry.graph->capture(gradients, edit);
-      entry.update->capture([&] { update(*entry.update); }, edit);
-    } else {
-      entry.graph->capture(
-          [&] {
-            gradients();
-            update(*entry.graph);
-          },
-          edit);
+    try {
+      if (entry.update) {
+        entry.graph->capture(gradients, edit);
+        entry.update->capture([&] { update(*entry.update); }, edit);
+      } else {
+        entry.graph->capture(
+            [&] {
+              gradients();
+              update(*entry.graph);
+            },
+            edit);
+      }
+    } catch (const c10::Error& error) {
+      const std::string what = error.what_without_backtrace();
+      return run_after_failed_capture(entry, signature, what.substr(0, what.find('\n')),
+                                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     for (const at::Tensor& parameter : parameters_) entry.gradients.push_back(parameter.grad());
     entry.captured = true;
@@ -181,6 +188,25 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
   // their parameters without a version the host sees: all are cast again before they are read.
   if (entry.shadow_generation != shadows.generation()) shadows.mark_all_stale();
   return entry.outputs;
+}
+
+StepResult StepGraphs::run_after_failed_capture(Entry& entry, const std::string& signature, const std::string& cause, double seconds) {
+  // The capture recorded work without doing it and has ended (CudaGraph::capture): nothing of this
+  // step ran, so it runs now as a warm-up would. A shadow first made during the capture was never
+  // cast: every shadow is cast again before it is read.
+  entry.graph.reset();
+  entry.update.reset();
+  entry.without_graph = true;
+  const std::vector<at::Tensor> inputs = std::move(entry.inputs), targets = std::move(entry.targets);
+  entry.inputs.clear();
+  entry.targets.clear();
+  ParameterShadows::instance().mark_all_stale();
+  pending_seconds_ += seconds;
+  warn_("CUDA graph: the step could not be captured (" + cause + "); steps with this input signature (" + signature +
+        ") run without a graph; a step that waits for the GPU (a copy to the host, a tensor's value read in forward) "
+        "cannot be captured");
+  on_event_({signature, "capture failed: running without a graph", seconds});
+  return run_without_graph(inputs, targets);
 }
 
 at::Tensor StepGraphs::start_and_gradients(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
