@@ -21,7 +21,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cmath>
 #include <iostream>
 
 #include "support/kernel_cache.h"
@@ -133,7 +132,7 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
       micro_loss.backward();
       loss += micro_loss.detach();
     }
-    if (host_read) REQUIRE(std::isfinite(loss.item<double>()));
+    if (host_read) static_cast<void>(loss.item<double>());  // outside a Catch assertion, which would catch the capture's error
     return loss;
   };
   torch::Tensor embedding;
