@@ -167,6 +167,41 @@ TEST_CASE("a TorchScript module that returns other logits, trains nothing or rai
   CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
 }
 
+TEST_CASE("a TorchScript language model narrower than the data's tokens is refused at its first forward", "[e2e][train]") {
+  // Before, the loss failed with ATen's "Target 119 is out of bounds" (exit 1; on a GPU, a
+  // device-side assertion that ends the process).
+  ScratchDir dir;
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "hello world ";  // bytes up to 'w', 119
+  dir.write("text.txt", text);
+  const auto train_with_vocab = [&](int vocab) {
+    const std::string path = dir.file("lm" + std::to_string(vocab) + ".pt");
+    const std::string script = dir.write("lm.py", "import torch\n"
+                                                  "class LM(torch.nn.Module):\n"
+                                                  "    def __init__(self):\n"
+                                                  "        super().__init__()\n"
+                                                  "        self.embed = torch.nn.Embedding(256, 8)\n"
+                                                  "        self.head = torch.nn.Linear(8, " + std::to_string(vocab) + ")\n"
+                                                  "    def forward(self, tokens: torch.Tensor) -> torch.Tensor:\n"
+                                                  "        return self.head(self.embed(tokens))\n"
+                                                  "torch.jit.save(torch.jit.script(LM()), '" + path + "')\n");
+    const CommandResult made = run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
+    INFO(made.err);
+    REQUIRE(made.exit_code == 0);
+    const std::string config = dir.write("lm.yaml", "model: {name: torchscript, path: " + path + "}\n"
+                                                    "data: {kind: text, train_path: " + dir.file("text.txt") + ", block_size: 16}\n"
+                                                    "max_steps: 2\neval_strategy: no\nsave_strategy: no\nper_device_train_batch_size: 4\n");
+    return run_trainc("--config " + config + " --output-dir " + dir.file("out" + std::to_string(vocab)));
+  };
+  CommandResult result = train_with_vocab(100);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("lm100.pt: forward(inputs [4, 16]) returned Float logits of shape [4, 16, 100], expected "
+                                  "floating-point logits of shape [4, 16, vocab] with vocab at least 120 (the data's largest token is 119)"));
+  result = train_with_vocab(120);  // just wide enough
+  INFO(result.err);
+  CHECK(result.exit_code == 0);
+}
+
 TEST_CASE("the quickstart reaches 85% test accuracy on Fashion-MNIST and prints it", "[e2e][train][quickstart]") {
   ScratchDir dir;
   const CommandResult result = run_trainc("--output-dir " + dir.file("out"));

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -113,9 +114,11 @@ DataSplits token_stream_splits(const DataConfig& data, int64_t block_size,
     }
     splits.train = std::make_unique<TokenWindowDataset>(tokens, block_size);
     splits.eval = std::make_unique<TokenWindowDataset>(eval_tokens, block_size);
+    splits.token_bound = eval_tokens.max().item<int64_t>() + 1;
   } else {
     split_token_tail(splits, tokens, block_size, data.validation_split, *data.train_path);
   }
+  if (tokens.numel() > 0) splits.token_bound = std::max(splits.token_bound, tokens.max().item<int64_t>() + 1);
   splits.description = data.kind + " " + *data.train_path + " (" + std::to_string(tokens.size(0)) + " " + unit + ")";
   return splits;
 }

@@ -68,6 +68,7 @@ struct DataSplits {
   std::unique_ptr<Dataset> eval;  // null when there is no held-out data
   bool language_model = false;
   std::vector<int64_t> sample_shape;  // one input sample (classification) or {block_size} (tokens)
+  int64_t token_bound = 0;            // language models: the largest token in the files, plus one
   std::string description;
 };
 

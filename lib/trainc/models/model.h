@@ -49,6 +49,7 @@ class Model {
 struct ModelInputs {
   bool language_model = false;
   std::vector<int64_t> sample_shape;  // one input sample, e.g. {1, 28, 28} or {784}
+  int64_t token_bound = 0;            // language models: every token in the data is below it (0: unknown)
 };
 
 // Builds the model named by config.name, initialized from the current torch seed. Throws

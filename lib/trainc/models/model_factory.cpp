@@ -54,7 +54,7 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, const ModelInputs& 
             std::to_string(config.block_size));
   }
   TRAINC_CHECK(config.name == "torchscript", "unknown model " + config.name);
-  return std::make_unique<TorchScriptModel>(*config.path, inputs.language_model, config.num_classes);
+  return std::make_unique<TorchScriptModel>(*config.path, inputs.language_model, config.num_classes, inputs.token_bound);
 }
 
 }  // namespace trainc

@@ -30,8 +30,8 @@ std::string cause_of(const std::string& message) {
 }
 }  // namespace
 
-TorchScriptModel::TorchScriptModel(const std::string& path, bool language_model, int64_t num_classes)
-    : path_(path), language_model_(language_model), num_classes_(num_classes) {
+TorchScriptModel::TorchScriptModel(const std::string& path, bool language_model, int64_t num_classes, int64_t token_bound)
+    : path_(path), language_model_(language_model), num_classes_(num_classes), token_bound_(token_bound) {
   try {
     module_ = torch::jit::load(path);
   } catch (const c10::Error& error) {
@@ -56,13 +56,23 @@ torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
   }
   if (!output.isTensor()) throw UserError("model.path: " + path_ + ": forward must return one tensor of logits", kExitFailure);
   // Logits of another layout would meet the targets misaligned, or fail inside the loss with
-  // ATen's words ("Target 9 is out of bounds").
+  // ATen's words ("Target 9 is out of bounds"; on a GPU, a device-side assertion that ends the
+  // process): a language model's vocabulary must cover every token in the data.
   const torch::Tensor logits = output.toTensor();
-  const bool fits = language_model_ ? logits.dim() == 3 && logits.size(0) == inputs.size(0) && logits.size(1) == inputs.size(1)
-                                    : logits.dim() == 2 && logits.size(0) == inputs.size(0) && logits.size(1) == num_classes_;
+  const int64_t batch = inputs.size(0);
+  std::string expected;
+  bool fits = false;
+  if (language_model_) {
+    fits = logits.dim() == 3 && logits.size(0) == batch && logits.size(1) == inputs.size(1) && logits.size(2) >= token_bound_;
+    expected = "[" + std::to_string(batch) + ", " + std::to_string(inputs.size(1)) + ", vocab]";
+    if (token_bound_ > 0) {
+      expected += " with vocab at least " + std::to_string(token_bound_) + " (the data's largest token is " + std::to_string(token_bound_ - 1) + ")";
+    }
+  } else {
+    fits = logits.dim() == 2 && logits.size(0) == batch && logits.size(1) == num_classes_;
+    expected = "[" + std::to_string(batch) + ", " + std::to_string(num_classes_) + "] (model.num_classes)";
+  }
   if (!fits || !at::isFloatingType(logits.scalar_type())) {
-    const std::string expected = language_model_ ? "[" + std::to_string(inputs.size(0)) + ", " + std::to_string(inputs.size(1)) + ", vocab]"
-                                                 : "[" + std::to_string(inputs.size(0)) + ", " + std::to_string(num_classes_) + "] (model.num_classes)";
     throw UserError("model.path: " + path_ + ": forward(inputs " + c10::str(inputs.sizes()) + ") returned " +
                     std::string(c10::toString(logits.scalar_type())) + " logits of shape " + c10::str(logits.sizes()) +
                     ", expected floating-point logits of shape " + expected);

@@ -15,8 +15,9 @@ namespace trainc {
 class TorchScriptModel : public Model {
  public:
   // UserError if the file cannot be loaded. `language_model` and `num_classes` give the logits'
-  // shape forward must return ([batch, time, vocab], or [batch, num_classes]).
-  TorchScriptModel(const std::string& path, bool language_model, int64_t num_classes);
+  // shape forward must return ([batch, time, vocab], or [batch, num_classes]); a language model's
+  // vocab must reach `token_bound` (every token in the data is below it; 0: unchecked).
+  TorchScriptModel(const std::string& path, bool language_model, int64_t num_classes, int64_t token_bound = 0);
   torch::Tensor forward(const torch::Tensor& inputs) override;
   std::vector<NamedTensor> named_parameters() override;
   std::vector<NamedTensor> named_buffers() override;
@@ -29,6 +30,7 @@ class TorchScriptModel : public Model {
   std::string path_;
   bool language_model_;
   int64_t num_classes_;
+  int64_t token_bound_;
   torch::jit::Module module_;
 };
 

@@ -312,7 +312,7 @@ void Trainer::setup() {
     }
   }
   try {
-    model_ = make_model(config_.model, {data_.language_model, data_.sample_shape}, args_.gradient_checkpointing);
+    model_ = make_model(config_.model, {data_.language_model, data_.sample_shape, data_.token_bound}, args_.gradient_checkpointing);
     model_->to(device_);
   } catch (const c10::Error& error) {
     // Sizes each valid alone (hidden_sizes [2147483647], say) can ask for terabytes.
