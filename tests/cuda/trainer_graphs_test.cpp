@@ -151,14 +151,11 @@ TEST_CASE("graphs whose steps start on the device take the schedule's rates past
   CHECK(resumed_weights < 1e-6);
 }
 
-TEST_CASE("a TorchScript forward that reads a value on the host trains without CUDA graphs, as eager does", "[cuda][train]") {
-  // A scripted branch on the data's values (aten::Bool) waits for the GPU inside the step, which a
-  // capture cannot record: backend cudagraphs and mode reduce-overhead run the step without graphs,
-  // with a warning naming the read, and train as eager does; with torch_compile_fullgraph they are
-  // refused before training. Python (the device's, with torch) writes the module.
-  Scratch scratch;
-  const std::string module = scratch.file("branch.pt");
-  FILE* script = std::fopen(scratch.file("make.py").c_str(), "wb");
+// A TorchScript classifier of 5 features and 3 classes, scripted by Python (the device's, with
+// torch) into <scratch>/<name>.pt, whose forward is `body` over y = proj(tanh(x)); its path.
+std::string scripted_classifier(const Scratch& scratch, const std::string& name, const std::string& body) {
+  const std::string module = scratch.file(name + ".pt");
+  FILE* script = std::fopen(scratch.file(name + ".py").c_str(), "wb");
   REQUIRE(script != nullptr);
   std::fputs(("import torch\n"
               "class Net(torch.nn.Module):\n"
@@ -166,17 +163,19 @@ TEST_CASE("a TorchScript forward that reads a value on the host trains without C
               "        super().__init__()\n"
               "        self.proj = torch.nn.Linear(5, 3)\n"
               "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
-              "        y = self.proj(torch.tanh(x))\n"
-              "        if bool(x[0, 0] > 0):\n"
-              "            return y\n"
-              "        return -y\n"
+              "        y = self.proj(torch.tanh(x))\n" +
+              body +
               "torch.manual_seed(0)\n"
               "torch.jit.save(torch.jit.script(Net()), '" + module + "')\n")
                  .c_str(),
              script);
   std::fclose(script);
-  REQUIRE(std::system(("python3 " + scratch.file("make.py")).c_str()) == 0);
-  // Features from a fixed rule, both signs of the first one among the batches; the label from them.
+  REQUIRE(std::system(("python3 " + scratch.file(name + ".py")).c_str()) == 0);
+  return module;
+}
+
+// Trains 12 steps of `module` on 64 rows whose first feature takes both signs; writes the config.
+void write_classifier_config(const Scratch& scratch, const std::string& module) {
   FILE* csv = std::fopen(scratch.file("train.csv").c_str(), "wb");
   REQUIRE(csv != nullptr);
   std::fputs("f0,f1,f2,f3,f4,label\n", csv);
@@ -192,6 +191,17 @@ TEST_CASE("a TorchScript forward that reads a value on the host trains without C
                          "per_device_train_batch_size: 8\neval_strategy: 'no'\nsave_strategy: 'no'\nmax_steps: 12\n"
                          "logging_steps: 1\nlearning_rate: 0.01\ntf32: false\n")
                             .c_str());
+}
+
+TEST_CASE("a TorchScript forward that reads a value on the host trains without CUDA graphs, as eager does", "[cuda][train]") {
+  // A scripted branch on the data's values (aten::Bool) waits for the GPU inside the step, which a
+  // capture cannot record: backend cudagraphs and mode reduce-overhead run the step without graphs,
+  // with a warning naming the read, and train as eager does; with torch_compile_fullgraph they are
+  // refused before anything is written, and explain shows the plan before it refuses.
+  Scratch scratch;
+  write_classifier_config(scratch, scripted_classifier(scratch, "branch", "        if bool(x[0, 0] > 0):\n"
+                                                                          "            return y\n"
+                                                                          "        return -y\n"));
   const std::string base = "--config " + scratch.file("run.yaml");
   const TraincRun eager = run_trainc_in(scratch, "eager", base);
   INFO(eager.out);
@@ -203,7 +213,8 @@ TEST_CASE("a TorchScript forward that reads a value on the host trains without C
     const TraincRun run = run_trainc_in(scratch, "graphs", base + " " + graphs + " --overwrite-output-dir");
     INFO(run.out);
     REQUIRE(run.exit_code == 0);
-    CHECK_THAT(run.out, Contains("reads a tensor's value on the host (aten::Bool at " + scratch.file("make.py") + ":"));
+    CHECK_THAT(run.out, Contains("the forward of model.path " + scratch.file("branch.pt") +
+                                 " reads a tensor's value on the host (aten::Bool at " + scratch.file("branch.py") + ":"));
     CHECK_THAT(run.out, Contains("the step runs without CUDA graphs"));
     CHECK_THAT(run.out, Contains(", without CUDA graphs"));
     CHECK_THAT(run.out, !Contains("cuda graph: captured"));
@@ -212,5 +223,27 @@ TEST_CASE("a TorchScript forward that reads a value on the host trains without C
     INFO(full.out);
     CHECK(full.exit_code == 2);
     CHECK_THAT(full.out, Contains("torch_compile_fullgraph: true with torch_compile_") && Contains("(aten::Bool at "));
+    CHECK(read_text_file(scratch.file("full/metrics.jsonl")).empty());  // nothing written
+    const TraincRun explained = run_trainc_in(scratch, "explained", "explain " + base + " " + graphs + " --torch-compile-fullgraph");
+    INFO(explained.out);
+    CHECK(explained.exit_code == 2);
+    CHECK_THAT(explained.out, Contains("aten::Bool (reads a tensor's value on the host") &&
+                                  Contains("trainc: error: torch_compile_fullgraph: true with torch_compile_"));
   }
+}
+
+TEST_CASE("a TorchScript forward whose capture fails stops the run, naming the cause", "[cuda][train]") {
+  // A copy to the host is no read the planner knows (the values stay a tensor), but it waits for
+  // the GPU: the capture fails, and the run stops at the capture with CUDA's error in one line,
+  // not ATen's backtrace.
+  Scratch scratch;
+  write_classifier_config(scratch, scripted_classifier(scratch, "copy", "        return y + 0.0 * x.cpu().sum().to(y.device)\n"));
+  const std::string base = "--config " + scratch.file("run.yaml");
+  REQUIRE(run_trainc_in(scratch, "eager", base).exit_code == 0);
+  const TraincRun run = run_trainc_in(scratch, "graphs", base + " --torch-compile-backend cudagraphs");
+  INFO(run.out);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.out, Contains("trainc: error: CUDA graph: the step could not be captured (1 micro-batch: inputs Float[8, 5] cuda:0") &&
+                          Contains("copy.pt: forward(inputs [8, 5]) failed: ") && Contains("torch_compile_mode default"));
+  CHECK_THAT(run.out, !Contains("frame #"));
 }

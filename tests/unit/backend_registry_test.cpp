@@ -99,39 +99,39 @@ TEST_CASE("a forward that reads a value on the host runs the step without CUDA g
           "[compile][registry]") {
   const std::string read = "aten::item at net.py:7";
   BackendChoice reduce = select_backend(compiled(std::nullopt, "reduce-overhead"), "cuda");
-  decline_step_graph(reduce, read, /*fullgraph=*/false);
+  decline_step_graph(reduce, "model.path net.pt", read, /*fullgraph=*/false);
   CHECK_FALSE(reduce.whole_step_graph());
   CHECK(reduce.mode == "reduce-overhead");  // the configured mode, reported as such, without its graphs
   REQUIRE(reduce.warnings.size() == 1);
-  CHECK_THAT(reduce.warnings[0], Contains("torch_compile_mode: reduce-overhead: the model's forward reads a tensor's value on the host "
+  CHECK_THAT(reduce.warnings[0], Contains("torch_compile_mode: reduce-overhead: the forward of model.path net.pt reads a tensor's value on the host "
                                           "(aten::item at net.py:7)") &&
                                      Contains("the step runs without CUDA graphs, as mode default runs it"));
   CHECK_THAT(reduce.graphs_declined, Contains("(aten::item at net.py:7)"));
 
   BackendChoice tuned = select_backend(compiled(std::nullopt, "max-autotune"), "cuda");
-  decline_step_graph(tuned, read, false);
+  decline_step_graph(tuned, "model.path net.pt", read, false);
   CHECK_FALSE(tuned.whole_step_graph());
   CHECK(tuned.autotunes());
   CHECK_THAT(tuned.warnings.at(0), Contains("as mode max-autotune-no-cudagraphs runs it"));
 
   BackendChoice graphs = select_backend(compiled("cudagraphs", std::nullopt), "cuda");
-  decline_step_graph(graphs, read, false);
+  decline_step_graph(graphs, "model.path net.pt", read, false);
   CHECK_FALSE(graphs.whole_step_graph());
   CHECK_THAT(graphs.warnings.at(0), Contains("torch_compile_backend: cudagraphs: ") && Contains("as eager autograd runs it"));
 
   BackendChoice full = select_backend(compiled("cudagraphs", std::nullopt), "cuda");
   try {
-    decline_step_graph(full, read, /*fullgraph=*/true);
+    decline_step_graph(full, "model.path net.pt", read, /*fullgraph=*/true);
     FAIL("no refusal");
   } catch (const UserError& error) {
     CHECK(error.exit_code() == 2);
-    CHECK_THAT(error.what(), Contains("torch_compile_fullgraph: true with torch_compile_backend: cudagraphs, but the model's forward "
-                                      "reads a tensor's value on the host (aten::item at net.py:7)"));
+    CHECK_THAT(error.what(), Contains("torch_compile_fullgraph: true with torch_compile_backend: cudagraphs, but the forward of "
+                                      "model.path net.pt reads a tensor's value on the host (aten::item at net.py:7)"));
   }
 
   // Without CUDA graphs there is nothing to decline: no warning.
   BackendChoice plain = select_backend(compiled("aot_eager", std::nullopt), "cuda");
-  decline_step_graph(plain, read, true);
+  decline_step_graph(plain, "model.path net.pt", read, true);
   CHECK(plain.warnings.empty());
   CHECK(plain.graphs_declined.empty());
 }

@@ -33,14 +33,12 @@ class DeviceStateOptimizer {
   // For a step's start on the device: the step counts of `params`, which the caller advances before
   // the next step(); that step then leaves them as they are, and must update exactly these
   // parameters (checked). Each of them has stepped before, so its count exists. Empty for an
-  // optimizer that keeps no counts.
+  // optimizer that keeps no counts. A capture that fails before that step ends the run, so nothing
+  // undoes this.
   virtual std::vector<at::Tensor> step_counts_advanced_before_next_step(const std::vector<at::Tensor>& params) {
     (void)params;
     return {};
   }
-  // Undoes step_counts_advanced_before_next_step: the next step() advances every count itself (a
-  // capture that failed after asking recorded the advance without running it).
-  virtual void forget_advanced_step_counts() {}
   // Copies what lives on the device into the state a checkpoint saves (a host sync).
   virtual void store_device_state() {}
 };
@@ -56,7 +54,6 @@ class CapturableAdamW : public torch::optim::AdamW, public DeviceStateOptimizer 
   void set_device_learning_rate(double learning_rate) override;
   at::Tensor device_learning_rate() override;
   std::vector<at::Tensor> step_counts_advanced_before_next_step(const std::vector<at::Tensor>& params) override;
-  void forget_advanced_step_counts() override { advanced_.reset(); }
   void store_device_state() override;
   // The next step reads every gradient multiplied by `coefficient` (a 0-dim float32 tensor on the
   // parameters' device: gradient clipping's factor, grad_norm). On a GPU trainc's kernel multiplies

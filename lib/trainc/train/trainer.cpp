@@ -328,7 +328,9 @@ void Trainer::setup() {
   model_->set_training(true);
   if (backend_ && backend_->whole_step_graph()) {
     if (const std::vector<HostValueRead> reads = model_->host_value_reads(); !reads.empty()) {
-      decline_step_graph(*backend_, reads[0].op + (reads[0].place.empty() ? "" : " at " + reads[0].place), args_.torch_compile_fullgraph);
+      const std::string first = reads[0].op + (reads[0].place.empty() ? "" : " at " + reads[0].place);
+      decline_step_graph(*backend_, "model.path " + config_.model.path.value_or("?"),
+                         first + (reads.size() > 1 ? ", and " + std::to_string(reads.size() - 1) + " more" : ""), args_.torch_compile_fullgraph);
     }
   }
   for (const auto& item : model_->named_parameters()) {
@@ -382,8 +384,6 @@ void Trainer::start_compiler() {
     if (on_device != nullptr && optimization_enabled(Optimization::device_step_start)) {
       step_start_ = std::make_unique<DeviceStepStart>([this](int64_t step) { return learning_rate_at(step); }, state_.global_step, device_);
       phases.start = [this, on_device](bool captured, const std::vector<torch::Tensor>& stepped) {
-        // Outside a capture the update advances the counts, after a capture that failed too.
-        if (!captured) on_device->forget_advanced_step_counts();
         step_start_->start_step(on_device->device_learning_rate(),
                                 captured ? on_device->step_counts_advanced_before_next_step(stepped) : std::vector<torch::Tensor>{});
       };
@@ -427,9 +427,12 @@ int Trainer::explain() {
     setup();
     backend_line = backend_->describe();
   } catch (const UserError& error) {
-    if (backend_ || std::string(error.what()).find("torch_compile") == std::string::npos) throw;
-    // The backend cannot run here; show the plan all the same, then exit 2 with the reason.
+    // The backend cannot run here, or not with this model (torch_compile_fullgraph with CUDA graphs
+    // declined): show the plan all the same, then exit 2 with the reason.
+    if (std::string(error.what()).find("torch_compile") == std::string::npos) throw;
     backend_line = std::string("unavailable: ") + error.what();
+    backend_.reset();
+    parameters_.clear();
     config_.args.torch_compile = false;
     setup();
   }

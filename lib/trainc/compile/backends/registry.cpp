@@ -86,13 +86,13 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
   return choice;
 }
 
-void decline_step_graph(BackendChoice& choice, const std::string& host_read, bool fullgraph) {
+void decline_step_graph(BackendChoice& choice, const std::string& model, const std::string& host_read, bool fullgraph) {
   if (!choice.whole_step_graph()) return;
   const std::string graphs = choice.backend == "cudagraphs" ? "torch_compile_backend: cudagraphs" : "torch_compile_mode: " + choice.mode;
   const std::string without = choice.backend == "cudagraphs" ? "eager autograd"
                               : choice.autotunes()           ? "mode max-autotune-no-cudagraphs"
                                                              : "mode default";
-  const std::string why = "the model's forward reads a tensor's value on the host (" + host_read +
+  const std::string why = "the forward of " + model + " reads a tensor's value on the host (" + host_read +
                           "), which waits for the GPU inside the step, and a CUDA graph's capture cannot record that";
   if (fullgraph) {
     throw UserError("torch_compile_fullgraph: true with " + graphs + ", but " + why +

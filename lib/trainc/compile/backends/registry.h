@@ -2,7 +2,9 @@
 //
 // The compile backends and modes by their torch.compile names, what each does in trainc, and the
 // choice for a run: the configured backend, or the one selected from the hardware. A backend or
-// mode this build cannot run is refused at start with the reason, never run as something else.
+// mode this build cannot run is refused at start with the reason, never run as something else; a
+// mode's CUDA graphs alone may be declined, with a warning, where the device or the model cannot
+// have them (reduce-overhead on the CPU, decline_step_graph).
 #pragma once
 
 #include <string>
@@ -26,7 +28,7 @@ struct BackendChoice {
   bool selected_from_hardware = false;
   // The step runs as a CUDA graph: backend cudagraphs, or a compiling backend in mode
   // reduce-overhead or max-autotune (which select_backend keeps only on CUDA; with eager they have
-  // no effect).
+  // no effect), unless the graphs were declined.
   bool whole_step_graph() const {
     return graphs_declined.empty() &&
            (backend == "cudagraphs" || (backend != "eager" && (mode == "reduce-overhead" || mode == "max-autotune")));
@@ -43,11 +45,12 @@ struct BackendChoice {
 // device_type: "cpu" or "cuda". Throws UserError (exit 2) naming the key and the reason.
 BackendChoice select_backend(const TrainingArguments& args, const std::string& device_type);
 
-// A model whose forward reads a tensor's value on the host (`host_read`: "aten::item at net.py:7")
-// waits for the GPU inside the step, which a CUDA graph's capture cannot record. With CUDA graphs
-// asked for, the step then runs without them, as mode default (or max-autotune-no-cudagraphs, or
-// eager autograd for backend cudagraphs) would run it, with a warning; under
-// torch_compile_fullgraph that is refused (UserError, exit 2). No effect without CUDA graphs.
-void decline_step_graph(BackendChoice& choice, const std::string& host_read, bool fullgraph);
+// A model (`model`: "model.path net.pt") whose forward reads a tensor's value on the host
+// (`host_read`: "aten::item at net.py:7") waits for the GPU inside the step, which a CUDA graph's
+// capture cannot record. With CUDA graphs asked for, the step then runs without them, as mode
+// default (or max-autotune-no-cudagraphs, or eager autograd for backend cudagraphs) would run it,
+// with a warning; under torch_compile_fullgraph that is refused (UserError, exit 2). No effect
+// without CUDA graphs.
+void decline_step_graph(BackendChoice& choice, const std::string& model, const std::string& host_read, bool fullgraph);
 
 }  // namespace trainc

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 
+#include "trainc/common/error.h"
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/graph_memsets.h"
 #include "trainc/compile/runtime/guards.h"
@@ -104,7 +105,6 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     return result;
   }
   Entry& entry = found->second;
-  if (entry.without_graph) return run_without_graph(on_device(batch_inputs, device_), on_device(batch_targets, device_));
   // The programs read the bf16 shadows the optimizer keeps uncast, as captured (a capture records
   // a cast only for a shadow made during it): a parameter written outside the step since (a
   // checkpoint loaded into it) has its shadow cast here, outside the graph.
@@ -153,10 +153,17 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
             },
             edit);
       }
-    } catch (const c10::Error& error) {
-      const std::string what = error.what_without_backtrace();
-      return run_after_failed_capture(entry, signature, what.substr(0, what.find('\n')),
-                                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    } catch (const std::exception& error) {
+      // The signature's warm-up ran the same work, so what failed is the capture: most often a wait
+      // for the GPU inside the step. The model's own errors come wrapped (TorchScriptModel), ATen's
+      // with a backtrace: the first line says it.
+      const c10::Error* aten = dynamic_cast<const c10::Error*>(&error);
+      const std::string what = aten != nullptr ? aten->what_without_backtrace() : error.what();
+      throw UserError("CUDA graph: the step could not be captured (" + signature + "): " + what.substr(0, what.find('\n')) +
+                          ". A step that waits for the GPU (a copy to the host, a tensor's value read, an op whose output size "
+                          "depends on the data, such as nonzero) cannot be captured; train without CUDA graphs "
+                          "(torch_compile_mode default, or a torch_compile_backend other than cudagraphs)",
+                      kExitFailure);
     }
     for (const at::Tensor& parameter : parameters_) entry.gradients.push_back(parameter.grad());
     entry.captured = true;
@@ -188,25 +195,6 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
   // their parameters without a version the host sees: all are cast again before they are read.
   if (entry.shadow_generation != shadows.generation()) shadows.mark_all_stale();
   return entry.outputs;
-}
-
-StepResult StepGraphs::run_after_failed_capture(Entry& entry, const std::string& signature, const std::string& cause, double seconds) {
-  // The capture recorded work without doing it and has ended (CudaGraph::capture): nothing of this
-  // step ran, so it runs now as a warm-up would. A shadow first made during the capture was never
-  // cast: every shadow is cast again before it is read.
-  entry.graph.reset();
-  entry.update.reset();
-  entry.without_graph = true;
-  const std::vector<at::Tensor> inputs = std::move(entry.inputs), targets = std::move(entry.targets);
-  entry.inputs.clear();
-  entry.targets.clear();
-  ParameterShadows::instance().mark_all_stale();
-  pending_seconds_ += seconds;
-  warn_("CUDA graph: the step could not be captured (" + cause + "); steps with this input signature (" + signature +
-        ") run without a graph; a step that waits for the GPU (a copy to the host, a tensor's value read in forward) "
-        "cannot be captured");
-  on_event_({signature, "capture failed: running without a graph", seconds});
-  return run_without_graph(inputs, targets);
 }
 
 at::Tensor StepGraphs::start_and_gradients(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {

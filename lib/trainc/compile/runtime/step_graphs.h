@@ -22,9 +22,11 @@
 // writes fresh gradients at every replay: that is the zeroing. Anything else that changes from
 // step to step (the learning rate) must live in device tensors, written before run() or by the
 // step's own start (StepPhases::start), which a graph records as its first node.
-// Past `max_graphs` signatures, new ones run without a graph, with one warning. So does a
-// signature whose capture fails (a forward that waits for the GPU, which a capture cannot record:
-// a copy to the host, a value read the model does not declare), with a warning naming the cause.
+// Past `max_graphs` signatures, new ones run without a graph, with one warning. A capture that
+// fails (a forward that waits for the GPU, which a capture cannot record: a copy to the host, a
+// value read that Model::host_value_reads did not declare) ends the run with its cause: going on
+// would leave the failed capture's memory pool held and the allocator's capture bookkeeping as the
+// failure left it.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -65,8 +67,7 @@ struct StepPhases {
 
 struct GraphEvent {
   std::string signature;
-  std::string outcome;  // "warm-up", "captured", "graph limit: running without a graph",
-                        // "capture failed: running without a graph"
+  std::string outcome;  // "warm-up", "captured", "graph limit: running without a graph"
   double seconds = 0.0;
 };
 
@@ -87,7 +88,6 @@ class StepGraphs {
     std::unique_ptr<CudaGraph> graph;   // the whole step, or its gradients when there is an exchange
     std::unique_ptr<CudaGraph> update;  // the update, when there is an exchange
     bool captured = false;
-    bool without_graph = false;     // its capture failed: its steps run without a graph
     bool copies_beside = false;     // input_copies, decided at capture: host batches copied on the copy stream
     int64_t shadow_generation = 0;  // ParameterShadows::generation() at capture
     std::vector<at::Tensor> inputs, targets;  // static buffers the graph reads
@@ -100,9 +100,6 @@ class StepGraphs {
   // outside them (the exchange) sees this signature's gradients, not another graph's.
   void use_gradients(const Entry& entry);
   StepResult run_without_graph(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets);
-  // After `entry`'s capture threw `cause`: its graphs dropped, this step and the signature's later
-  // ones run without a graph.
-  StepResult run_after_failed_capture(Entry& entry, const std::string& signature, const std::string& cause, double seconds);
   // The gradients phase between the step's start and its loss's tracking, outside a capture.
   at::Tensor start_and_gradients(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets);
 
