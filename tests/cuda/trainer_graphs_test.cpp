@@ -152,7 +152,8 @@ TEST_CASE("graphs whose steps start on the device take the schedule's rates past
 }
 
 // A TorchScript classifier of 5 features and 3 classes, scripted by Python (the device's, with
-// torch) into <scratch>/<name>.pt, whose forward is `body` over y = proj(tanh(x)); its path.
+// torch) into <scratch>/<name>.pt, whose forward is `body` over y = proj(tanh(x)); its path. The
+// script is <name>.py, run from its folder: `name` must not be a module torch imports ("copy").
 std::string scripted_classifier(const Scratch& scratch, const std::string& name, const std::string& body) {
   const std::string module = scratch.file(name + ".pt");
   FILE* script = std::fopen(scratch.file(name + ".py").c_str(), "wb");
@@ -237,13 +238,13 @@ TEST_CASE("a TorchScript forward whose capture fails stops the run, naming the c
   // the GPU: the capture fails, and the run stops at the capture with CUDA's error in one line,
   // not ATen's backtrace.
   Scratch scratch;
-  write_classifier_config(scratch, scripted_classifier(scratch, "copy", "        return y + 0.0 * x.cpu().sum().to(y.device)\n"));
+  write_classifier_config(scratch, scripted_classifier(scratch, "host_copy", "        return y + 0.0 * x.cpu().sum().to(y.device)\n"));
   const std::string base = "--config " + scratch.file("run.yaml");
   REQUIRE(run_trainc_in(scratch, "eager", base).exit_code == 0);
   const TraincRun run = run_trainc_in(scratch, "graphs", base + " --torch-compile-backend cudagraphs");
   INFO(run.out);
   CHECK(run.exit_code == 1);
   CHECK_THAT(run.out, Contains("trainc: error: CUDA graph: the step could not be captured (1 micro-batch: inputs Float[8, 5] cuda:0") &&
-                          Contains("copy.pt: forward(inputs [8, 5]) failed: ") && Contains("torch_compile_mode default"));
+                          Contains("host_copy.pt: forward(inputs [8, 5]) failed: ") && Contains("torch_compile_mode default"));
   CHECK_THAT(run.out, !Contains("frame #"));
 }
