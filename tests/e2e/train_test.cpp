@@ -200,6 +200,24 @@ TEST_CASE("a TorchScript language model narrower than the data's tokens is refus
   result = train_with_vocab(120);  // just wide enough
   INFO(result.err);
   CHECK(result.exit_code == 0);
+
+  // Token files: the largest token only in the held-out file, past model.vocab_size's default
+  // (50257, a gpt key), which a TorchScript model does not have.
+  std::string train_tokens, eval_tokens;
+  for (int i = 0; i < 200; ++i) {
+    const auto token = static_cast<uint16_t>(i % 50);
+    train_tokens += std::string{static_cast<char>(token & 0xFF), static_cast<char>(token >> 8)};
+    const uint16_t held_out = i == 77 ? 60000 : token;
+    eval_tokens += std::string{static_cast<char>(held_out & 0xFF), static_cast<char>(held_out >> 8)};
+  }
+  const std::string config = dir.write("tokens.yaml", "model: {name: torchscript, path: " + dir.file("lm120.pt") + "}\n"
+                                                      "data: {kind: tokens, train_path: " + dir.write("train.bin", train_tokens) +
+                                                      ", eval_path: " + dir.write("val.bin", eval_tokens) + ", block_size: 16}\n"
+                                                      "max_steps: 2\nsave_strategy: no\nper_device_train_batch_size: 4\n");
+  result = run_trainc("--config " + config + " --output-dir " + dir.file("tokens"));
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Contains("lm120.pt: forward(inputs [4, 16]) returned Float logits of shape [4, 16, 120], expected "
+                                  "floating-point logits of shape [4, 16, vocab] with vocab at least 60001 (the data's largest token is 60000)"));
 }
 
 TEST_CASE("the quickstart reaches 85% test accuracy on Fashion-MNIST and prints it", "[e2e][train][quickstart]") {

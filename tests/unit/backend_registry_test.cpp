@@ -105,29 +105,31 @@ TEST_CASE("a forward that reads a value on the host runs the step without CUDA g
   REQUIRE(reduce.warnings.size() == 1);
   CHECK_THAT(reduce.warnings[0], Contains("torch_compile_mode: reduce-overhead: the forward of model.path net.pt reads a tensor's value on the host "
                                           "(aten::item at net.py:7)") &&
-                                     Contains("the step runs without CUDA graphs, as mode default runs it"));
+                                     Contains("the step runs without CUDA graphs, as torch_compile_mode: default runs it"));
   CHECK_THAT(reduce.graphs_declined, Contains("(aten::item at net.py:7)"));
 
   BackendChoice tuned = select_backend(compiled(std::nullopt, "max-autotune"), "cuda");
   decline_step_graph(tuned, "model.path net.pt", read, false);
   CHECK_FALSE(tuned.whole_step_graph());
   CHECK(tuned.autotunes());
-  CHECK_THAT(tuned.warnings.at(0), Contains("as mode max-autotune-no-cudagraphs runs it"));
+  CHECK_THAT(tuned.warnings.at(0), Contains("as torch_compile_mode: max-autotune-no-cudagraphs runs it"));
 
   BackendChoice graphs = select_backend(compiled("cudagraphs", std::nullopt), "cuda");
   decline_step_graph(graphs, "model.path net.pt", read, false);
   CHECK_FALSE(graphs.whole_step_graph());
-  CHECK_THAT(graphs.warnings.at(0), Contains("torch_compile_backend: cudagraphs: ") && Contains("as eager autograd runs it"));
+  CHECK_THAT(graphs.warnings.at(0), Contains("torch_compile_backend: cudagraphs: ") && Contains("as torch_compile_backend: eager runs it"));
 
   BackendChoice full = select_backend(compiled("cudagraphs", std::nullopt), "cuda");
   try {
     decline_step_graph(full, "model.path net.pt", read, /*fullgraph=*/true);
     FAIL("no refusal");
-  } catch (const UserError& error) {
+  } catch (const GraphsRefused& error) {
     CHECK(error.exit_code() == 2);
     CHECK_THAT(error.what(), Contains("torch_compile_fullgraph: true with torch_compile_backend: cudagraphs, but the forward of "
                                       "model.path net.pt reads a tensor's value on the host (aten::item at net.py:7)"));
   }
+
+  CHECK(setting_without_graphs(select_backend(compiled("inductor", "reduce-overhead"), "cuda")) == "torch_compile_mode: default");
 
   // Without CUDA graphs there is nothing to decline: no warning.
   BackendChoice plain = select_backend(compiled("aot_eager", std::nullopt), "cuda");

@@ -118,7 +118,7 @@ DataSplits token_stream_splits(const DataConfig& data, int64_t block_size,
   } else {
     split_token_tail(splits, tokens, block_size, data.validation_split, *data.train_path);
   }
-  if (tokens.numel() > 0) splits.token_bound = std::max(splits.token_bound, tokens.max().item<int64_t>() + 1);
+  splits.token_bound = std::max(splits.token_bound, tokens.max().item<int64_t>() + 1);  // streams are never empty here
   splits.description = data.kind + " " + *data.train_path + " (" + std::to_string(tokens.size(0)) + " " + unit + ")";
   return splits;
 }

@@ -67,8 +67,11 @@ torch::Tensor read_token_file(const std::string& path, int64_t vocab_size) {
 }  // namespace
 
 DataSplits load_token_data(const DataConfig& data, const ModelConfig& model, int64_t block_size) {
+  // A TorchScript model has no model.vocab_size: its logits' width is checked against the data's
+  // largest token at its first forward (TorchScriptModel), so any uint16 token is taken here.
+  const int64_t vocab_size = model.name == "torchscript" ? int64_t{1} << 16 : model.vocab_size;
   return token_stream_splits(
-      data, block_size, [&](const std::string& path) { return read_token_file(path, model.vocab_size); }, "tokens");
+      data, block_size, [&](const std::string& path) { return read_token_file(path, vocab_size); }, "tokens");
 }
 
 }  // namespace trainc

@@ -392,7 +392,8 @@ void Trainer::start_compiler() {
       };
     }
     step_graphs_ = std::make_unique<StepGraphs>(device_, parameters_, std::move(phases), on_event,
-                                                [this](const std::string& warning) { reporter_->warn(warning); });
+                                                [this](const std::string& warning) { reporter_->warn(warning); }, /*max_graphs=*/8,
+                                                setting_without_graphs(*backend_));
   }
   // cudagraphs records eager autograd; the other backends run compiled programs.
   if (!backend_ || backend_->backend == "eager" || backend_->backend == "cudagraphs") return;
@@ -427,11 +428,14 @@ int Trainer::explain() {
     setup();
     backend_line = backend_->describe();
   } catch (const UserError& error) {
-    // The backend cannot run here, or not with this model (torch_compile_fullgraph with CUDA graphs
-    // declined): show the plan all the same, then exit 2 with the reason.
-    if (std::string(error.what()).find("torch_compile") == std::string::npos) throw;
-    backend_line = std::string("unavailable: ") + error.what();
+    // The backend cannot run here, or not with this model (torch_compile_fullgraph where the model
+    // cannot have CUDA graphs): show the plan all the same, then exit 2 with the reason.
+    const bool refused = dynamic_cast<const GraphsRefused*>(&error) != nullptr;
+    if (!refused && (backend_ || std::string(error.what()).find("torch_compile") == std::string::npos)) throw;
+    backend_line = std::string(refused ? "refused: " : "unavailable: ") + error.what();
     backend_.reset();
+    model_.reset();
+    data_ = DataSplits();
     parameters_.clear();
     config_.args.torch_compile = false;
     setup();
@@ -453,7 +457,7 @@ int Trainer::explain() {
   if (!options_.dump_dir.empty()) std::cout << "dumped       " << options_.dump_dir << "\n";
   if (!backend_) {
     // The plan went to stdout; the reason for exit 2 goes where every error goes.
-    std::cerr << "trainc: error: " << backend_line.substr(std::string("unavailable: ").size()) << "\n";
+    std::cerr << "trainc: error: " << backend_line.substr(backend_line.find(": ") + 2) << "\n";
     return kExitUsage;
   }
   return kExitOk;

@@ -1,4 +1,5 @@
-// defines: BackendInfo, BackendChoice, compile_backends, select_backend, decline_step_graph
+// defines: BackendInfo, BackendChoice, GraphsRefused, compile_backends, select_backend, decline_step_graph,
+//          setting_without_graphs
 //
 // The compile backends and modes by their torch.compile names, what each does in trainc, and the
 // choice for a run: the configured backend, or the one selected from the hardware. A backend or
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "trainc/common/error.h"
 #include "trainc/config/training_arguments.h"
 
 namespace trainc {
@@ -45,11 +47,21 @@ struct BackendChoice {
 // device_type: "cpu" or "cuda". Throws UserError (exit 2) naming the key and the reason.
 BackendChoice select_backend(const TrainingArguments& args, const std::string& device_type);
 
+// The setting that runs `choice`'s step without CUDA graphs: "torch_compile_mode: default",
+// "torch_compile_mode: max-autotune-no-cudagraphs" or "torch_compile_backend: eager".
+std::string setting_without_graphs(const BackendChoice& choice);
+
+// decline_step_graph's refusal under torch_compile_fullgraph (exit 2).
+class GraphsRefused : public UserError {
+ public:
+  using UserError::UserError;
+};
+
 // A model (`model`: "model.path net.pt") whose forward reads a tensor's value on the host
 // (`host_read`: "aten::item at net.py:7") waits for the GPU inside the step, which a CUDA graph's
 // capture cannot record. With CUDA graphs asked for, the step then runs without them, as mode
 // default (or max-autotune-no-cudagraphs, or eager autograd for backend cudagraphs) would run it,
-// with a warning; under torch_compile_fullgraph that is refused (UserError, exit 2). No effect
+// with a warning; under torch_compile_fullgraph that is refused (GraphsRefused). No effect
 // without CUDA graphs.
 void decline_step_graph(BackendChoice& choice, const std::string& model, const std::string& host_read, bool fullgraph);
 

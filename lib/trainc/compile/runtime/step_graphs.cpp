@@ -50,13 +50,15 @@ bool all_on_host(const std::vector<at::Tensor>& tensors) {
 }  // namespace
 
 StepGraphs::StepGraphs(c10::Device device, std::vector<at::Tensor> parameters, StepPhases phases,
-                       std::function<void(const GraphEvent&)> on_event, std::function<void(const std::string&)> warn, int max_graphs)
+                       std::function<void(const GraphEvent&)> on_event, std::function<void(const std::string&)> warn, int max_graphs,
+                       std::string without_graphs)
     : device_(device),
       parameters_(std::move(parameters)),
       phases_(std::move(phases)),
       on_event_(std::move(on_event)),
       warn_(std::move(warn)),
-      max_graphs_(max_graphs) {}
+      max_graphs_(max_graphs),
+      without_graphs_(std::move(without_graphs)) {}
 
 void StepGraphs::clear_gradients() {
   for (at::Tensor& parameter : parameters_) parameter.mutable_grad() = at::Tensor();
@@ -153,6 +155,10 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
             },
             edit);
       }
+    } catch (const std::logic_error&) {
+      throw;  // trainc's own check (TRAINC_CHECK): a bug, reported as one
+    } catch (const c10::OutOfMemoryError&) {
+      throw;  // the capture's memory pool did not fit: reported as out of memory, not as a wait
     } catch (const std::exception& error) {
       // The signature's warm-up ran the same work, so what failed is the capture: most often a wait
       // for the GPU inside the step. The model's own errors come wrapped (TorchScriptModel), ATen's
@@ -161,8 +167,7 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
       const std::string what = aten != nullptr ? aten->what_without_backtrace() : error.what();
       throw UserError("CUDA graph: the step could not be captured (" + signature + "): " + what.substr(0, what.find('\n')) +
                           ". A step that waits for the GPU (a copy to the host, a tensor's value read, an op whose output size "
-                          "depends on the data, such as nonzero) cannot be captured; train without CUDA graphs "
-                          "(torch_compile_mode default, or a torch_compile_backend other than cudagraphs)",
+                          "depends on the data) cannot be captured; to train this model, set " + without_graphs_,
                       kExitFailure);
     }
     for (const at::Tensor& parameter : parameters_) entry.gradients.push_back(parameter.grad());

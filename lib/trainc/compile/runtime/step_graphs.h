@@ -73,8 +73,10 @@ struct GraphEvent {
 
 class StepGraphs {
  public:
+  // `without_graphs`: the setting a failed capture's error suggests ("torch_compile_mode: default").
   StepGraphs(c10::Device device, std::vector<at::Tensor> parameters, StepPhases phases,
-             std::function<void(const GraphEvent&)> on_event, std::function<void(const std::string&)> warn, int max_graphs = 8);
+             std::function<void(const GraphEvent&)> on_event, std::function<void(const std::string&)> warn, int max_graphs = 8,
+             std::string without_graphs = "a setting without CUDA graphs");
 
   // A replayed step's results are the graph's output buffers: the next replay of the same
   // signature overwrites them.
@@ -109,6 +111,7 @@ class StepGraphs {
   std::function<void(const GraphEvent&)> on_event_;
   std::function<void(const std::string&)> warn_;
   int max_graphs_;
+  std::string without_graphs_;
   std::map<std::string, Entry> entries_;
   bool warned_limit_ = false;
   double pending_seconds_ = 0.0;
