@@ -28,7 +28,7 @@ std::string gpt_config(const ScratchDir& dir) {
 
 // A TorchScript classifier written by Python, named by what its forward holds: "plain"; "cumsum",
 // an op the planner has no entry for; "branch", a branch on the data's values; "reshaped", a
-// reshape by the batch's size, traced.
+// reshape by the batch's size, traced; "detached", logits no parameter reaches.
 std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
   const std::string path = dir.file(kind + ".pt");
   const std::string body = kind == "branch" ? "        y = self.proj(torch.tanh(x))\n"
@@ -36,6 +36,7 @@ std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
                                               "            return y\n"
                                               "        return -y\n"
                           : kind == "reshaped" ? "        return self.proj(torch.tanh(x).view(x.size(0), -1))\n"
+                          : kind == "detached" ? "        return self.proj(torch.tanh(x)).detach()\n"
                                                : "        return self.proj(torch.tanh(x))" + std::string(kind == "cumsum" ? ".cumsum(1)" : "") + "\n";
   // "reshaped" is traced, as torch.jit.trace keeps a size read: prim::NumToTensor, then aten::Int.
   const std::string save = kind == "reshaped" ? "torch.jit.trace(Net(), torch.randn(8, 5))" : "torch.jit.script(Net())";
@@ -157,6 +158,20 @@ TEST_CASE("a TorchScript branch on the data's values is a graph break, not the f
       run_trainc("--config " + config + " --output-dir " + dir.file("full") + " --torch-compile-backend aot_eager --torch-compile-fullgraph");
   CHECK(full.exit_code == 2);
   CHECK_THAT(full.err, Contains("aten::Bool (reads a tensor's value on the host"));
+}
+
+TEST_CASE("logits that no trained parameter reaches are refused, eager and compiled alike", "[e2e][compile]") {
+  // Eager failed with LibTorch's "element 0 of tensors does not require grad"; compiled, the step
+  // had no gradient to compute and trained nothing, silently.
+  ScratchDir dir;
+  const std::string config = torchscript_config(dir, "detached");
+  for (const std::string backend : {"", " --torch-compile-backend aot_eager"}) {
+    INFO(backend);
+    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out" + std::to_string(backend.size())) + backend);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains("model: the loss of torchscript " + dir.file("detached.pt") +
+                                    " depends on none of the parameters being trained"));
+  }
 }
 
 TEST_CASE("backends that cannot run are refused before anything is written", "[e2e][compile]") {

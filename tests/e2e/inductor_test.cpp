@@ -186,6 +186,23 @@ TEST_CASE("a compiler failure shows the compiler's log and the generated source,
   CHECK_THAT(blank.err, Contains("TRAINC_CACHE_DIR=' ': expected a directory path, or the variable unset for the default"));
   CHECK_FALSE(fs::exists(dir.file(" ")));
   CHECK_FALSE(fs::exists(dir.file("other")));
+
+  // XDG_CACHE_HOME counts only as an absolute path, as the XDG spec says: blanks or a relative
+  // path leave the cache in ~/.cache. explain makes the cache's folder without compiling.
+  const std::string explain = std::string(TRAINC_BINARY) + " explain --config " + gpt_config(dir) + " --torch-compile-backend inductor";
+  for (const std::string xdg : {"' '", "relative"}) {
+    INFO(xdg);
+    const std::string home = dir.file("home-" + std::to_string(xdg.size()));
+    const CommandResult run = run_command("cd " + dir.path() + " && env -u TRAINC_CACHE_DIR XDG_CACHE_HOME=" + xdg + " HOME=" + home + " " + explain);
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 0);
+    CHECK(fs::is_directory(home + "/.cache/trainc/cpu-kernels"));
+  }
+  CHECK_FALSE(fs::exists(dir.file(" ")));
+  CHECK_FALSE(fs::exists(dir.file("relative")));
+  const CommandResult absolute = run_command("env -u TRAINC_CACHE_DIR XDG_CACHE_HOME=" + dir.file("xdg") + " " + explain);
+  CHECK(absolute.exit_code == 0);
+  CHECK(fs::is_directory(dir.file("xdg/trainc/cpu-kernels")));
 }
 
 TEST_CASE("CXX takes a compiler with its arguments, and one that cannot run is a usage error naming it", "[e2e][inductor]") {

@@ -40,6 +40,9 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   std::vector<bool> requires_grad;
   for (const StepInput& input : plan.captured.inputs) requires_grad.push_back(input.requires_grad);
   plan.joint = differentiate(plan.imported.graph, requires_grad);
+  // Eager autograd refuses a loss without a gradient path (trainer.cpp); a compiled step would
+  // train nothing, silently.
+  if (plan.joint.gradient_inputs.empty()) throw UserError(no_gradient_path_message(model.describe()));
   if (optimization_enabled(Optimization::dlogits_in_forward)) plan.joint.graph = ir::dlogits_in_forward(plan.joint.graph);
   // Attention kernels called directly, keeping their statistics: a GPU with a LibTorch that has them,
   // and attention_choice (direct calls) left on.

@@ -122,6 +122,7 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
       continue;
     }
     const torch::Tensor micro_loss = loss_fn_(inputs[i], targets[i]) / count;
+    if (!micro_loss.requires_grad()) throw UserError(no_gradient_path_message(model_->describe()));
     (scaler_.enabled() ? micro_loss * scaler_.scale() : micro_loss).backward();
     add(micro_loss.detach());
   }

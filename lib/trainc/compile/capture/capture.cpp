@@ -50,6 +50,11 @@ std::vector<at::Tensor> step_tensors(Model& model, const at::Tensor& inputs, con
   return tensors;
 }
 
+std::string no_gradient_path_message(const std::string& model) {
+  return "model: the loss of " + model + " depends on none of the parameters being trained (does forward detach its logits, "
+         "or compute them without the parameters?); expected logits computed from them";
+}
+
 CapturedStep capture_function(std::vector<StepInput> inputs, const std::vector<at::Tensor>& tensors,
                               const std::function<at::Tensor()>& fn) {
   CapturedStep captured;

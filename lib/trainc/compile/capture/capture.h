@@ -1,5 +1,5 @@
-// defines: StepInputKind, StepInput, CapturedStep, LossFunction, capture_loss, capture_function,
-//          model_tensors, step_tensors
+// defines: StepInputKind, StepInput, CapturedStep, LossFunction, no_gradient_path_message,
+//          capture_loss, capture_function, model_tensors, step_tensors
 //
 // Capture, the planner's first stage: trace `loss = loss_fn(model(inputs), targets)` with the
 // TorchScript tracer into one aten-level graph whose inputs are the model's parameters, its
@@ -40,6 +40,10 @@ struct CapturedStep {
 
 // The loss of one micro-batch, with whatever autocast the run uses set up inside.
 using LossFunction = std::function<at::Tensor(const at::Tensor& inputs, const at::Tensor& targets)>;
+
+// The error for a loss that no trained parameter reaches (`model`: Model::describe()), eager or
+// compiled: a forward that detaches its logits would otherwise train nothing.
+std::string no_gradient_path_message(const std::string& model);
 
 CapturedStep capture_loss(Model& model, const LossFunction& loss_fn, const at::Tensor& inputs, const at::Tensor& targets);
 

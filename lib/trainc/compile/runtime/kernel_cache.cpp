@@ -169,7 +169,8 @@ CompilerSettings compiler_settings_from_environment() {
       throw UserError(std::string("TRAINC_CACHE_DIR='") + dir + "': expected a directory path, or the variable unset for the default");
     }
     settings.cache_dir = dir;
-  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    // The XDG spec: a relative path (blanks included) in XDG_CACHE_HOME is invalid and ignored.
     settings.cache_dir = std::string(xdg) + "/trainc";
   } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
     settings.cache_dir = std::string(home) + "/.cache/trainc";
