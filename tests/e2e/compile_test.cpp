@@ -28,7 +28,8 @@ std::string gpt_config(const ScratchDir& dir) {
 
 // A TorchScript classifier written by Python, named by what its forward holds: "plain"; "cumsum",
 // an op the planner has no entry for; "branch", a branch on the data's values; "reshaped", a
-// reshape by the batch's size, traced; "detached", logits no parameter reaches.
+// reshape by the batch's size, traced; "detached", logits no parameter reaches ("detached-cumsum",
+// with a graph break).
 std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
   const std::string path = dir.file(kind + ".pt");
   const std::string body = kind == "branch" ? "        y = self.proj(torch.tanh(x))\n"
@@ -37,6 +38,7 @@ std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
                                               "        return -y\n"
                           : kind == "reshaped" ? "        return self.proj(torch.tanh(x).view(x.size(0), -1))\n"
                           : kind == "detached" ? "        return self.proj(torch.tanh(x)).detach()\n"
+                          : kind == "detached-cumsum" ? "        return self.proj(torch.tanh(x)).cumsum(1).detach()\n"
                                                : "        return self.proj(torch.tanh(x))" + std::string(kind == "cumsum" ? ".cumsum(1)" : "") + "\n";
   // "reshaped" is traced, as torch.jit.trace keeps a size read: prim::NumToTensor, then aten::Int.
   const std::string save = kind == "reshaped" ? "torch.jit.trace(Net(), torch.randn(8, 5))" : "torch.jit.script(Net())";
@@ -163,14 +165,18 @@ TEST_CASE("a TorchScript branch on the data's values is a graph break, not the f
 TEST_CASE("logits that no trained parameter reaches are refused, eager and compiled alike", "[e2e][compile]") {
   // Eager failed with LibTorch's "element 0 of tensors does not require grad"; compiled, the step
   // had no gradient to compute and trained nothing, silently.
+  // "detached-cumsum" has a graph break too: its step runs eagerly under compile.
   ScratchDir dir;
-  const std::string config = torchscript_config(dir, "detached");
-  for (const std::string backend : {"", " --torch-compile-backend aot_eager"}) {
-    INFO(backend);
-    const CommandResult result = run_trainc("--config " + config + " --output-dir " + dir.file("out" + std::to_string(backend.size())) + backend);
-    CHECK(result.exit_code == 2);
-    CHECK_THAT(result.err, Contains("model: the loss of torchscript " + dir.file("detached.pt") +
-                                    " depends on none of the parameters being trained"));
+  for (const std::string kind : {"detached", "detached-cumsum"}) {
+    const std::string config = torchscript_config(dir, kind);
+    for (const std::string backend : {"", " --torch-compile-backend aot_eager"}) {
+      INFO(kind << backend);
+      const CommandResult result =
+          run_trainc("--config " + config + " --output-dir " + dir.file(kind + std::to_string(backend.size())) + backend);
+      CHECK(result.exit_code == 2);
+      CHECK_THAT(result.err, Contains("model: the loss of torchscript " + dir.file(kind + ".pt") +
+                                      " depends on none of the parameters being trained"));
+    }
   }
 }
 

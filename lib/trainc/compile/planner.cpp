@@ -183,6 +183,7 @@ double StepCompiler::take_compile_seconds() {
 
 at::Tensor StepCompiler::run_eagerly(const at::Tensor& inputs, const at::Tensor& targets, double grad_scale) {
   const at::Tensor loss = loss_fn_(inputs, targets);
+  if (!loss.requires_grad()) throw UserError(no_gradient_path_message(model_.describe()));
   (grad_scale == 1.0 ? loss : loss * grad_scale).backward();
   return loss.detach();
 }
