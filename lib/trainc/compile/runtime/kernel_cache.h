@@ -20,7 +20,7 @@ namespace trainc {
 struct CompilerSettings {
   std::string compiler = "c++";    // $CXX when set
   std::vector<std::string> flags;  // -O3 -march=native -fopenmp ...
-  std::string cache_dir;           // $TRAINC_CACHE_DIR, else ~/.cache/trainc
+  std::string cache_dir;           // $TRAINC_CACHE_DIR, else $XDG_CACHE_HOME/trainc (absolute only), else ~/.cache/trainc
   int jobs = 1;                    // parallel compiler processes
 };
 
