@@ -30,10 +30,16 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   CompilePlan plan;
   plan.captured = capture_loss(model, loss_fn, inputs, targets);
   plan.imported = import_graph(plan.captured);
-  for (const HostValueRead& read : model.host_value_reads()) {
+  for (const ScriptedOp& read : model.host_value_reads()) {
     plan.imported.breaks.push_back({read.op,
                                     "reads a tensor's value on the host" + (read.place.empty() ? "" : " at " + read.place) +
                                         "; a trace would keep the first batch's branch or value",
+                                    "(the scripted forward)"});
+  }
+  for (const ScriptedOp& change : model.grad_mode_switches()) {
+    plan.imported.breaks.push_back({change.op,
+                                    "switches autograd" + (change.place.empty() ? "" : " at " + change.place) +
+                                        "; a trace keeps the ops inside but not the switch, and would differentiate through them",
                                     "(the scripted forward)"});
   }
   if (!plan.complete()) return plan;

@@ -18,12 +18,12 @@ namespace trainc {
 
 using NamedTensor = std::pair<std::string, torch::Tensor>;
 
-// An op that reads a tensor's value on the host ("aten::Bool"), and where ("net.py:7", or empty
-// when the module carries no source, as a traced one).
-struct HostValueRead {
+// An op of a scripted forward ("aten::Bool"), and where ("net.py:7", or empty when the module
+// carries no source, as a traced one).
+struct ScriptedOp {
   std::string op;
   std::string place;
-  bool operator==(const HostValueRead& other) const { return op == other.op && place == other.place; }
+  bool operator==(const ScriptedOp& other) const { return op == other.op && place == other.place; }
 };
 
 class Model {
@@ -40,7 +40,11 @@ class Model {
   // The forward's reads of a tensor's value on the host: a branch or a number taken from the data.
   // A trace records the first batch's branch and value as constants, so a step that holds one is
   // not compiled. The zoo models have none.
-  virtual std::vector<HostValueRead> host_value_reads() { return {}; }
+  virtual std::vector<ScriptedOp> host_value_reads() { return {}; }
+  // The forward's switches of autograd (`with torch.no_grad():`). Eager autograd records nothing
+  // inside one; a trace keeps the ops but not the switch, so its backward would differentiate
+  // through them: a step that holds one is not compiled. The zoo models have none.
+  virtual std::vector<ScriptedOp> grad_mode_switches() { return {}; }
 
   int64_t parameter_count();
 };

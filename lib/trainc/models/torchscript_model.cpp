@@ -28,6 +28,29 @@ std::string cause_of(const std::string& message) {
   }
   return first_line(message);
 }
+
+// Where a scripted node comes from: "net.py:7". A loaded scripted module's ops point into its
+// serialized code, which points back to the Python file's line; a traced module's carry none ("").
+std::string place_of(const torch::jit::Node* node) {
+  torch::jit::SourceRange range = node->sourceRange();
+  if (const auto original = range.findSourceRangeThatGenerated()) range = *original;
+  if (const auto place = range.file_line_col(); place && !std::get<0>(*place).empty() && std::get<1>(*place) > 0) {
+    return std::get<0>(*place) + ":" + std::to_string(std::get<1>(*place));
+  }
+  return "";
+}
+
+// Each node of `block` and of the blocks inside it, in order.
+void for_each_node(torch::jit::Block* block, const std::function<void(torch::jit::Node*)>& visit) {
+  for (torch::jit::Node* node : block->nodes()) {
+    visit(node);
+    for (torch::jit::Block* inner : node->blocks()) for_each_node(inner, visit);
+  }
+}
+
+void add_once(std::vector<ScriptedOp>& found, const ScriptedOp& op) {
+  if (std::find(found.begin(), found.end(), op) == found.end()) found.push_back(op);
+}
 }  // namespace
 
 TorchScriptModel::TorchScriptModel(const std::string& path, bool language_model, int64_t num_classes, int64_t token_bound)
@@ -80,7 +103,7 @@ torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
   return logits;
 }
 
-std::vector<HostValueRead> TorchScriptModel::host_value_reads() {
+std::vector<ScriptedOp> TorchScriptModel::host_value_reads() {
   // The ops that turn a tensor into a host value: a scripted `if bool(x.sum() > 0)`, `.item()`,
   // `float(t)`, `t.tolist()`, `torch.equal(a, b)`.
   static const std::set<std::string> reads = {
@@ -97,33 +120,37 @@ std::vector<HostValueRead> TorchScriptModel::host_value_reads() {
   const auto holds_data = [&](const torch::jit::Value* value) {
     return value->type()->cast<c10::TensorType>() && !shape_only.count(value);
   };
-  std::vector<HostValueRead> found;
-  std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* block) {
-    for (torch::jit::Node* node : block->nodes()) {
-      const std::string kind = node->kind().toQualString();
-      const bool random = kind.find("rand") != std::string::npos || kind.find("bernoulli") != std::string::npos ||
-                          kind.find("normal") != std::string::npos || kind.find("dropout") != std::string::npos;
-      const bool from_shapes = kind == "prim::NumToTensor" ||
-                               (kind != "prim::GetAttr" && kind != "prim::Param" && !random && node->blocks().empty() &&
-                                std::none_of(node->inputs().begin(), node->inputs().end(), holds_data));
-      if (from_shapes) {
-        for (const torch::jit::Value* output : node->outputs()) shape_only.insert(output);
-      }
-      if (reads.count(kind) && std::any_of(node->inputs().begin(), node->inputs().end(), holds_data)) {
-        HostValueRead read{kind, ""};
-        // A loaded scripted module's ops point into its serialized code, which points back to the
-        // Python file's line; a traced module's carry none.
-        torch::jit::SourceRange range = node->sourceRange();
-        if (const auto original = range.findSourceRangeThatGenerated()) range = *original;
-        if (const auto place = range.file_line_col(); place && !std::get<0>(*place).empty() && std::get<1>(*place) > 0) {
-          read.place = std::get<0>(*place) + ":" + std::to_string(std::get<1>(*place));
-        }
-        if (std::find(found.begin(), found.end(), read) == found.end()) found.push_back(read);
-      }
-      for (torch::jit::Block* inner : node->blocks()) visit(inner);
+  std::vector<ScriptedOp> found;
+  for_each_node(graph->block(), [&](torch::jit::Node* node) {
+    const std::string kind = node->kind().toQualString();
+    const bool random = kind.find("rand") != std::string::npos || kind.find("bernoulli") != std::string::npos ||
+                        kind.find("normal") != std::string::npos || kind.find("dropout") != std::string::npos;
+    const bool from_shapes = kind == "prim::NumToTensor" ||
+                             (kind != "prim::GetAttr" && kind != "prim::Param" && !random && node->blocks().empty() &&
+                              std::none_of(node->inputs().begin(), node->inputs().end(), holds_data));
+    if (from_shapes) {
+      for (const torch::jit::Value* output : node->outputs()) shape_only.insert(output);
     }
-  };
-  visit(graph->block());
+    if (reads.count(kind) && std::any_of(node->inputs().begin(), node->inputs().end(), holds_data)) add_once(found, {kind, place_of(node)});
+  });
+  return found;
+}
+
+std::vector<ScriptedOp> TorchScriptModel::grad_mode_switches() {
+  // `with torch.no_grad():` and `with torch.enable_grad():` are prim::Enter of a grad_mode object;
+  // `torch.set_grad_enabled(False)` is the op itself.
+  std::shared_ptr<torch::jit::Graph> graph = module_.get_method("forward").graph()->copy();
+  torch::jit::Inline(*graph);
+  std::vector<ScriptedOp> found;
+  for_each_node(graph->block(), [&](torch::jit::Node* node) {
+    const std::string kind = node->kind().toQualString();
+    if (kind == "aten::set_grad_enabled") add_once(found, {kind, place_of(node)});
+    if (kind != "prim::Enter" || node->inputs().empty()) return;
+    const torch::jit::Value* context = node->inputs()[0];
+    const auto type = context->type()->cast<c10::ClassType>();
+    if (!type || !type->name() || type->name()->qualifiedName().find("torch.autograd.grad_mode.") == std::string::npos) return;
+    add_once(found, {"with torch." + type->name()->name(), place_of(context->node())});
+  });
   return found;
 }
 

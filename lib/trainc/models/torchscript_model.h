@@ -24,7 +24,8 @@ class TorchScriptModel : public Model {
   void set_training(bool training) override { module_.train(training); }
   void to(torch::Device device) override { module_.to(device); }
   std::string describe() const override { return "torchscript " + path_; }
-  std::vector<HostValueRead> host_value_reads() override;
+  std::vector<ScriptedOp> host_value_reads() override;
+  std::vector<ScriptedOp> grad_mode_switches() override;
 
  private:
   std::string path_;

@@ -328,7 +328,7 @@ void Trainer::setup() {
   }
   model_->set_training(true);
   if (backend_ && backend_->whole_step_graph()) {
-    if (const std::vector<HostValueRead> reads = model_->host_value_reads(); !reads.empty()) {
+    if (const std::vector<ScriptedOp> reads = model_->host_value_reads(); !reads.empty()) {
       const std::string first = reads[0].op + (reads[0].place.empty() ? "" : " at " + reads[0].place);
       decline_step_graph(*backend_, "model.path " + config_.model.path.value_or("?"),
                          first + (reads.size() > 1 ? ", and " + std::to_string(reads.size() - 1) + " more" : ""), args_.torch_compile_fullgraph);
