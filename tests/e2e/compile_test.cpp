@@ -29,7 +29,8 @@ std::string gpt_config(const ScratchDir& dir) {
 // A TorchScript classifier written by Python, named by what its forward holds: "plain"; "cumsum",
 // an op the planner has no entry for; "branch", a branch on the data's values; "reshaped", a
 // reshape by the batch's size, traced; "detached", logits no parameter reaches ("detached-cumsum",
-// with a graph break); "no_grad", a term computed under torch.no_grad().
+// with a graph break); "no_grad", a term computed under torch.no_grad(); "grad_enabled", a branch
+// on torch.is_grad_enabled().
 std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
   const std::string path = dir.file(kind + ".pt");
   const std::string body = kind == "branch" ? "        y = self.proj(torch.tanh(x))\n"
@@ -41,6 +42,9 @@ std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
                           : kind == "no_grad"  ? "        with torch.no_grad():\n"
                                                  "            y = self.proj(torch.tanh(x))\n"
                                                  "        return self.proj(x) + y\n"
+                          : kind == "grad_enabled" ? "        if torch.is_grad_enabled():\n"
+                                                     "            return self.proj(x)\n"
+                                                     "        return -self.proj(x)\n"
                           : kind == "detached-cumsum" ? "        return self.proj(torch.tanh(x)).cumsum(1).detach()\n"
                                                : "        return self.proj(torch.tanh(x))" + std::string(kind == "cumsum" ? ".cumsum(1)" : "") + "\n";
   // "reshaped" is traced, as torch.jit.trace keeps a size read: prim::NumToTensor, then aten::Int.
@@ -165,20 +169,27 @@ TEST_CASE("a TorchScript branch on the data's values is a graph break, not the f
   CHECK_THAT(full.err, Contains("aten::Bool (reads a tensor's value on the host"));
 }
 
-TEST_CASE("a TorchScript torch.no_grad() block is a graph break, not differentiated through", "[e2e][compile]") {
-  // A trace keeps the block's ops but not the switch: its backward gave the term under no_grad a
-  // gradient that eager does not, and the compiled run trained other weights.
+TEST_CASE("a TorchScript torch.no_grad() block or a read of the grad mode is a graph break", "[e2e][compile]") {
+  // A trace, taken without autograd, keeps a no_grad block's ops but not the switch (its backward
+  // gave that term a gradient eager does not), and reads the grad mode as off (the other branch).
   ScratchDir dir;
-  const std::string config = torchscript_config(dir, "no_grad");
-  const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager") + " --logging-steps 1");
-  REQUIRE(eager.exit_code == 0);
-  const CommandResult compiled =
-      run_trainc("--config " + config + " --output-dir " + dir.file("aot") + " --logging-steps 1 --torch-compile-backend aot_eager");
-  INFO(compiled.out << compiled.err);
-  REQUIRE(compiled.exit_code == 0);
-  CHECK_THAT(compiled.out + compiled.err,
-             Contains("graph break, this step runs eagerly: with torch.no_grad (switches autograd at " + dir.file("make.py") + ":"));
-  CHECK(losses(read_metrics(dir.file("aot"))) == losses(read_metrics(dir.file("eager"))));
+  for (const std::string kind : {"no_grad", "grad_enabled"}) {
+    INFO(kind);
+    const std::string config = torchscript_config(dir, kind);
+    const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager-" + kind) + " --logging-steps 1");
+    REQUIRE(eager.exit_code == 0);
+    const CommandResult compiled = run_trainc("--config " + config + " --output-dir " + dir.file("aot-" + kind) +
+                                              " --logging-steps 1 --torch-compile-backend aot_eager");
+    INFO(compiled.out << compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+    CHECK_THAT(compiled.out + compiled.err,
+               Contains("graph break, this step runs eagerly: " +
+                        std::string(kind == "no_grad" ? "with torch.no_grad" : "aten::is_grad_enabled") +
+                        " (switches or reads autograd's mode at " + dir.file("make.py") + ":"));
+    const std::vector<double> expected = losses(read_metrics(dir.file("eager-" + kind)));
+    REQUIRE(expected.size() == 3);
+    CHECK(losses(read_metrics(dir.file("aot-" + kind))) == expected);
+  }
 }
 
 TEST_CASE("logits that no trained parameter reaches are refused, eager and compiled alike", "[e2e][compile]") {

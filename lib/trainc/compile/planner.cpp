@@ -38,8 +38,8 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   }
   for (const ScriptedOp& change : model.grad_mode_switches()) {
     plan.imported.breaks.push_back({change.op,
-                                    "switches autograd" + (change.place.empty() ? "" : " at " + change.place) +
-                                        "; a trace keeps the ops inside but not the switch, and would differentiate through them",
+                                    "switches or reads autograd's mode" + (change.place.empty() ? "" : " at " + change.place) +
+                                        "; a trace, taken without autograd, keeps neither the switch nor the mode",
                                     "(the scripted forward)"});
   }
   if (!plan.complete()) return plan;

@@ -41,9 +41,10 @@ class Model {
   // A trace records the first batch's branch and value as constants, so a step that holds one is
   // not compiled. The zoo models have none.
   virtual std::vector<ScriptedOp> host_value_reads() { return {}; }
-  // The forward's switches of autograd (`with torch.no_grad():`). Eager autograd records nothing
-  // inside one; a trace keeps the ops but not the switch, so its backward would differentiate
-  // through them: a step that holds one is not compiled. The zoo models have none.
+  // The forward's switches of autograd (`with torch.no_grad():`) and reads of its mode. Eager
+  // autograd records nothing inside a switch; a trace keeps the ops but not the switch, so its
+  // backward would differentiate through them, and it reads the mode as off: a step that holds
+  // one is not compiled. The zoo models have none.
   virtual std::vector<ScriptedOp> grad_mode_switches() { return {}; }
 
   int64_t parameter_count();

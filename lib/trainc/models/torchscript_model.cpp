@@ -138,13 +138,14 @@ std::vector<ScriptedOp> TorchScriptModel::host_value_reads() {
 
 std::vector<ScriptedOp> TorchScriptModel::grad_mode_switches() {
   // `with torch.no_grad():` and `with torch.enable_grad():` are prim::Enter of a grad_mode object;
-  // `torch.set_grad_enabled(False)` is the op itself.
+  // `torch.set_grad_enabled(False)` is the op itself. `torch.is_grad_enabled()` reads the mode,
+  // which the trace (taken without autograd) would read as off.
   std::shared_ptr<torch::jit::Graph> graph = module_.get_method("forward").graph()->copy();
   torch::jit::Inline(*graph);
   std::vector<ScriptedOp> found;
   for_each_node(graph->block(), [&](torch::jit::Node* node) {
     const std::string kind = node->kind().toQualString();
-    if (kind == "aten::set_grad_enabled") add_once(found, {kind, place_of(node)});
+    if (kind == "aten::set_grad_enabled" || kind == "aten::is_grad_enabled") add_once(found, {kind, place_of(node)});
     if (kind != "prim::Enter" || node->inputs().empty()) return;
     const torch::jit::Value* context = node->inputs()[0];
     const auto type = context->type()->cast<c10::ClassType>();
