@@ -66,6 +66,18 @@ std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
                               "per_device_train_batch_size: 8\neval_strategy: no\nsave_strategy: no\nmax_steps: 3\n");
 }
 
+// `config` trained eagerly and under aot_eager, logging every step, into <dir>/eager-<name> and
+// <dir>/aot-<name>; both must succeed. The compiled run's output.
+CommandResult train_eager_then_compiled(const ScratchDir& dir, const std::string& config, const std::string& name) {
+  const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager-" + name) + " --logging-steps 1");
+  REQUIRE(eager.exit_code == 0);
+  const CommandResult compiled = run_trainc("--config " + config + " --output-dir " + dir.file("aot-" + name) +
+                                            " --logging-steps 1 --torch-compile-backend aot_eager");
+  INFO(compiled.out << compiled.err);
+  REQUIRE(compiled.exit_code == 0);
+  return compiled;
+}
+
 }  // namespace
 
 TEST_CASE("aot_eager trains gpt with the loss curve of eager, and records compile time", "[e2e][compile]") {
@@ -101,13 +113,8 @@ TEST_CASE("a TorchScript model compiles and trains under aot_eager like eager", 
   ScratchDir dir;
   for (const std::string kind : {"plain", "reshaped"}) {
     INFO(kind);
-    const std::string config = torchscript_config(dir, kind);
-    const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager-" + kind) + " --logging-steps 1");
-    REQUIRE(eager.exit_code == 0);
-    const CommandResult compiled = run_trainc("--config " + config + " --output-dir " + dir.file("aot-" + kind) +
-                                              " --logging-steps 1 --torch-compile-backend aot_eager");
+    const CommandResult compiled = train_eager_then_compiled(dir, torchscript_config(dir, kind), kind);
     INFO(compiled.out << compiled.err);
-    REQUIRE(compiled.exit_code == 0);
     CHECK_THAT(compiled.out, Contains("compile: compiled in"));
     CHECK_THAT(compiled.out + compiled.err, !Contains("graph break"));
     const std::vector<double> expected = losses(read_metrics(dir.file("eager-" + kind)));
@@ -154,15 +161,11 @@ TEST_CASE("a TorchScript branch on the data's values is a graph break, not the f
   // A trace records the branch the first batch takes; later batches would take it too, silently.
   ScratchDir dir;
   const std::string config = torchscript_config(dir, "branch");
-  const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager") + " --logging-steps 1");
-  REQUIRE(eager.exit_code == 0);
-  const CommandResult compiled =
-      run_trainc("--config " + config + " --output-dir " + dir.file("aot") + " --logging-steps 1 --torch-compile-backend aot_eager");
+  const CommandResult compiled = train_eager_then_compiled(dir, config, "branch");
   INFO(compiled.out << compiled.err);
-  REQUIRE(compiled.exit_code == 0);
   CHECK_THAT(compiled.out + compiled.err,
              Contains("graph break, this step runs eagerly: aten::Bool (reads a tensor's value on the host at " + dir.file("make.py") + ":"));
-  CHECK(losses(read_metrics(dir.file("aot"))) == losses(read_metrics(dir.file("eager"))));
+  CHECK(losses(read_metrics(dir.file("aot-branch"))) == losses(read_metrics(dir.file("eager-branch"))));
   const CommandResult full =
       run_trainc("--config " + config + " --output-dir " + dir.file("full") + " --torch-compile-backend aot_eager --torch-compile-fullgraph");
   CHECK(full.exit_code == 2);
@@ -175,13 +178,8 @@ TEST_CASE("a TorchScript torch.no_grad() block or a read of the grad mode is a g
   ScratchDir dir;
   for (const std::string kind : {"no_grad", "grad_enabled"}) {
     INFO(kind);
-    const std::string config = torchscript_config(dir, kind);
-    const CommandResult eager = run_trainc("--config " + config + " --output-dir " + dir.file("eager-" + kind) + " --logging-steps 1");
-    REQUIRE(eager.exit_code == 0);
-    const CommandResult compiled = run_trainc("--config " + config + " --output-dir " + dir.file("aot-" + kind) +
-                                              " --logging-steps 1 --torch-compile-backend aot_eager");
+    const CommandResult compiled = train_eager_then_compiled(dir, torchscript_config(dir, kind), kind);
     INFO(compiled.out << compiled.err);
-    REQUIRE(compiled.exit_code == 0);
     CHECK_THAT(compiled.out + compiled.err,
                Contains("graph break, this step runs eagerly: " +
                         std::string(kind == "no_grad" ? "with torch.no_grad" : "aten::is_grad_enabled") +

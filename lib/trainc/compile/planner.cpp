@@ -30,18 +30,15 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   CompilePlan plan;
   plan.captured = capture_loss(model, loss_fn, inputs, targets);
   plan.imported = import_graph(plan.captured);
-  for (const ScriptedOp& read : model.host_value_reads()) {
-    plan.imported.breaks.push_back({read.op,
-                                    "reads a tensor's value on the host" + (read.place.empty() ? "" : " at " + read.place) +
-                                        "; a trace would keep the first batch's branch or value",
-                                    "(the scripted forward)"});
-  }
-  for (const ScriptedOp& change : model.grad_mode_switches()) {
-    plan.imported.breaks.push_back({change.op,
-                                    "switches or reads autograd's mode" + (change.place.empty() ? "" : " at " + change.place) +
-                                        "; a trace, taken without autograd, keeps neither the switch nor the mode",
-                                    "(the scripted forward)"});
-  }
+  // What a trace of the scripted forward cannot keep: each op a graph break, "what at place; why".
+  const auto add_breaks = [&plan](const std::vector<ScriptedOp>& ops, const std::string& what, const std::string& why) {
+    for (const ScriptedOp& op : ops) {
+      plan.imported.breaks.push_back({op.op, what + (op.place.empty() ? "" : " at " + op.place) + "; " + why, "(the scripted forward)"});
+    }
+  };
+  add_breaks(model.host_value_reads(), "reads a tensor's value on the host", "a trace would keep the first batch's branch or value");
+  add_breaks(model.grad_mode_switches(), "switches or reads autograd's mode",
+             "a trace, taken without autograd, keeps neither the switch nor the mode");
   if (!plan.complete()) return plan;
   std::vector<bool> requires_grad;
   for (const StepInput& input : plan.captured.inputs) requires_grad.push_back(input.requires_grad);

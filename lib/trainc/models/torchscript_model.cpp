@@ -48,6 +48,14 @@ void for_each_node(torch::jit::Block* block, const std::function<void(torch::jit
   }
 }
 
+// The module's forward with the methods it calls inlined: one graph to walk (a copy; the module
+// keeps its own).
+std::shared_ptr<torch::jit::Graph> inlined_forward(torch::jit::Module& module) {
+  std::shared_ptr<torch::jit::Graph> graph = module.get_method("forward").graph()->copy();
+  torch::jit::Inline(*graph);
+  return graph;
+}
+
 void add_once(std::vector<ScriptedOp>& found, const ScriptedOp& op) {
   if (std::find(found.begin(), found.end(), op) == found.end()) found.push_back(op);
 }
@@ -110,8 +118,7 @@ std::vector<ScriptedOp> TorchScriptModel::host_value_reads() {
       "aten::Bool",       "aten::Float",       "aten::Int",          "aten::Complex", "aten::item",
       "aten::ScalarImplicit", "aten::FloatImplicit", "aten::IntImplicit", "aten::ComplexImplicit", "aten::is_nonzero",
       "aten::_local_scalar_dense", "aten::tolist", "prim::tolist", "aten::equal", "aten::allclose"};
-  std::shared_ptr<torch::jit::Graph> graph = module_.get_method("forward").graph()->copy();
-  torch::jit::Inline(*graph);
+  const std::shared_ptr<torch::jit::Graph> graph = inlined_forward(module_);
   // Tensors that hold no data, only shapes and constants: a traced `x.view(x.size(0), -1)` keeps
   // the size as prim::NumToTensor, read back by aten::Int. A new shape is a new input signature,
   // compiled again, so reading these is no host read. Parameters (prim::GetAttr), the inputs and
@@ -140,8 +147,7 @@ std::vector<ScriptedOp> TorchScriptModel::grad_mode_switches() {
   // `with torch.no_grad():` and `with torch.enable_grad():` are prim::Enter of a grad_mode object;
   // `torch.set_grad_enabled(False)` is the op itself. `torch.is_grad_enabled()` reads the mode,
   // which the trace (taken without autograd) would read as off.
-  std::shared_ptr<torch::jit::Graph> graph = module_.get_method("forward").graph()->copy();
-  torch::jit::Inline(*graph);
+  const std::shared_ptr<torch::jit::Graph> graph = inlined_forward(module_);
   std::vector<ScriptedOp> found;
   for_each_node(graph->block(), [&](torch::jit::Node* node) {
     const std::string kind = node->kind().toQualString();

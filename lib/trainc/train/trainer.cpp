@@ -10,10 +10,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <iostream>
-#include <sstream>
 
 #include "trainc/common/error.h"
+#include "trainc/common/format.h"
 #include "trainc/compile/optimizations.h"
 #include "trainc/compile/runtime/guards.h"
 #include "trainc/compat/gpu_memory.h"
@@ -42,13 +41,6 @@ std::string format_count(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.0f", value);
   return text;
-}
-
-std::string format_number(double value, int precision = 4) {
-  std::ostringstream text;
-  text.precision(precision);
-  text << value;
-  return text.str();
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -420,48 +412,6 @@ void Trainer::start_compiler() {
   };
   compiler_ = std::make_unique<StepCompiler>(*model_, loss_fn_, options, on_compile,
                                              [this](const std::string& warning) { reporter_->warn(warning); });
-}
-
-int Trainer::explain() {
-  config_.args.torch_compile = true;  // explain plans a compiled step whatever the config says
-  std::string backend_line;
-  try {
-    setup();
-    backend_line = backend_->describe();
-  } catch (const UserError& error) {
-    // The backend cannot run here, or not with this model (torch_compile_fullgraph where the model
-    // cannot have CUDA graphs): show the plan all the same, then exit 2 with the reason.
-    const bool refused = dynamic_cast<const GraphsRefused*>(&error) != nullptr;
-    if (!refused && (backend_ || std::string(error.what()).find("torch_compile") == std::string::npos)) throw;
-    backend_line = std::string(refused ? "refused: " : "unavailable: ") + error.what();
-    backend_.reset();
-    model_.reset();
-    data_ = DataSplits();
-    parameters_.clear();
-    config_.args.torch_compile = false;
-    setup();
-  }
-  BatchLoader loader(*data_.train, data_.train->epoch_order(data_seed_, 0), args_.per_device_train_batch_size,
-                     args_.dataloader_drop_last, 0, 0, device_);
-  const std::optional<Batch> batch = loader.next();
-  if (!batch) throw UserError("explain: the training data yields no batch");
-  const auto start = std::chrono::steady_clock::now();
-  const CompilePlan plan = plan_step(*model_, loss_fn_, batch->inputs, batch->targets);
-  const double seconds = seconds_since(start);
-  if (!options_.dump_dir.empty()) dump_plan(plan, options_.dump_dir, "compile-1");
-  const std::string text = explain_plan(plan, backend_line, backend_ ? backend_->warnings : std::vector<std::string>{},
-                                        backend_ && backend_->backend == "inductor");
-  std::cout << "config       " << config_source_ << "\n"
-            << "model        " << model_->describe() << "\n"
-            << "batch        " << input_signature(batch->inputs, batch->targets) << "\n"
-            << text << "planning     " << format_number(seconds, 3) << " s\n";
-  if (!options_.dump_dir.empty()) std::cout << "dumped       " << options_.dump_dir << "\n";
-  if (!backend_) {
-    // The plan went to stdout; the reason for exit 2 goes where every error goes.
-    std::cerr << "trainc: error: " << backend_line.substr(backend_line.find(": ") + 2) << "\n";
-    return kExitUsage;
-  }
-  return kExitOk;
 }
 
 int Trainer::train() {

@@ -162,8 +162,8 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     } catch (const std::exception& error) {
       // The signature's warm-up ran the same work, so what failed is the capture: most often a wait
       // for the GPU inside the step. (trainc's refusals of a model, the no-gradient check among
-      // them, fire in the warm-up, outside this catch, and keep their own words.) The model's own errors come wrapped (TorchScriptModel), ATen's
-      // with a backtrace: the first line says it.
+      // them, fire in the warm-up, outside this catch, and keep their own words.) The model's own
+      // errors come wrapped (TorchScriptModel), ATen's with a backtrace: the first line says it.
       const c10::Error* aten = dynamic_cast<const c10::Error*>(&error);
       const std::string what = aten != nullptr ? aten->what_without_backtrace() : error.what();
       throw UserError("CUDA graph: the step could not be captured (" + signature + "): " + what.substr(0, what.find('\n')) +
