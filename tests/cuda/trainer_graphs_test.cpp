@@ -234,19 +234,56 @@ TEST_CASE("a TorchScript forward that reads a value on the host trains without C
   }
 }
 
-TEST_CASE("a TorchScript forward whose capture fails stops the run, naming the cause", "[cuda][train]") {
-  // A copy to the host is no read the planner knows (the values stay a tensor), but it waits for
-  // the GPU: the capture fails, and the run stops at the capture with CUDA's error in one line,
-  // not ATen's backtrace.
+TEST_CASE("a TorchScript forward that counts a result or copies to the host declines the graphs it would break", "[cuda][train]") {
+  // nonzero waits for the GPU to count its result: no capture holds it, under either setting. A
+  // copy to the host waits too, but only eager autograd (backend cudagraphs) makes it: a compiled
+  // program keeps the values on the GPU, so reduce-overhead captures the step.
   Scratch scratch;
-  write_classifier_config(scratch, scripted_classifier(scratch, "host_copy", "        return y + 0.0 * x.cpu().sum().to(y.device)\n"));
+  const std::string sized = scripted_classifier(scratch, "sized", "        return y + 0.0 * torch.nonzero(x > 0).sum()\n");
+  const std::string copied = scripted_classifier(scratch, "copied", "        return y + 0.0 * x.cpu().sum().to(y.device)\n");
+  struct Case {
+    std::string module, graphs, declined;  // declined: the warning's words, or "" where the graphs are captured
+  };
+  const std::vector<Case> cases = {
+      {sized, "--torch-compile-backend cudagraphs", "makes a tensor whose size depends on its values (aten::nonzero at "},
+      {sized, "--torch-compile-mode reduce-overhead", "makes a tensor whose size depends on its values (aten::nonzero at "},
+      {copied, "--torch-compile-backend cudagraphs", "copies a tensor to the host (aten::cpu at "},
+      {copied, "--torch-compile-mode reduce-overhead", ""}};
+  for (const Case& c : cases) {
+    INFO(c.module << " " << c.graphs);
+    write_classifier_config(scratch, c.module);
+    const std::string base = "--config " + scratch.file("run.yaml");
+    const TraincRun eager = run_trainc_in(scratch, "eager", base + " --overwrite-output-dir");
+    REQUIRE(eager.exit_code == 0);
+    const std::vector<double> expected = logged_losses_in(scratch.file("eager/metrics.jsonl"));
+    REQUIRE(expected.size() == 12);
+    const TraincRun run = run_trainc_in(scratch, "graphs", base + " " + c.graphs + " --overwrite-output-dir");
+    INFO(run.out);
+    REQUIRE(run.exit_code == 0);
+    if (c.declined.empty()) {
+      CHECK_THAT(run.out, Contains("cuda graph: captured") && !Contains("without CUDA graphs"));
+    } else {
+      CHECK_THAT(run.out, Contains("the forward of model.path " + c.module + " " + c.declined +
+                                   c.module.substr(0, c.module.size() - 3) + ".py:8)"));
+      CHECK_THAT(run.out, Contains(", without CUDA graphs") && !Contains("cuda graph: captured"));
+    }
+    CHECK(largest_relative_difference(logged_losses_in(scratch.file("graphs/metrics.jsonl")), expected) < 1e-5);
+  }
+}
+
+TEST_CASE("a TorchScript forward whose capture fails stops the run, naming the cause", "[cuda][train]") {
+  // A boolean mask's index (x[x > 0]) counts the mask's true values on the host, but nothing in a
+  // scripted graph tells a boolean index from an integer one: the capture fails, and the run stops
+  // at the capture with CUDA's error in one line, not ATen's backtrace.
+  Scratch scratch;
+  write_classifier_config(scratch, scripted_classifier(scratch, "masked", "        return y + 0.0 * x[x > 0].sum()\n"));
   const std::string base = "--config " + scratch.file("run.yaml");
   REQUIRE(run_trainc_in(scratch, "eager", base).exit_code == 0);
   const TraincRun run = run_trainc_in(scratch, "graphs", base + " --torch-compile-backend cudagraphs");
   INFO(run.out);
   CHECK(run.exit_code == 1);
   CHECK_THAT(run.out, Contains("trainc: error: CUDA graph: the step could not be captured (1 micro-batch: inputs Float[8, 5] cuda:0") &&
-                          Contains("host_copy.pt: forward(inputs [8, 5]) failed: ") &&
+                          Contains("masked.pt: forward(inputs [8, 5]) failed: ") &&
                           Contains("; to train this model, set torch_compile_backend: eager"));
   CHECK_THAT(run.out, !Contains("frame #"));
 }

@@ -97,7 +97,7 @@ TEST_CASE("max-autotune measures candidates under inductor, with CUDA graphs on 
 
 TEST_CASE("a forward that reads a value on the host runs the step without CUDA graphs, or is refused under fullgraph",
           "[compile][registry]") {
-  const std::string read = "aten::item at net.py:7";
+  const std::string read = "reads a tensor's value on the host (aten::item at net.py:7)";
   BackendChoice reduce = select_backend(compiled(std::nullopt, "reduce-overhead"), "cuda");
   decline_step_graph(reduce, "model.path net.pt", read, /*fullgraph=*/false);
   CHECK_FALSE(reduce.whole_step_graph());

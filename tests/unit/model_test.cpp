@@ -9,7 +9,9 @@
 
 #include "trainc/data/batch_loader.h"
 #include "trainc/data/dataset.h"
+#include "support/command.h"
 #include "trainc/models/model.h"
+#include "trainc/models/torchscript_model.h"
 #include "trainc/train/evaluate.h"
 #include "trainc/train/foreach_adamw.h"
 #include "trainc/train/grad_clip.h"
@@ -216,4 +218,44 @@ TEST_CASE("evaluation reports exactly the metrics that a run checks metric_for_b
     std::sort(expected.begin(), expected.end());
     CHECK(keys == expected);
   }
+}
+
+TEST_CASE("a scripted forward's waits for the GPU are found by kind, with their lines", "[unit][model]") {
+  // A CUDA graph's capture cannot record a wait: the trainer declines the graphs for these.
+  test::ScratchDir dir;
+  const std::string path = dir.file("waits.pt");
+  const std::string script = dir.write("waits.py",
+                                       "import torch\n"
+                                       "class Net(torch.nn.Module):\n"
+                                       "    def __init__(self):\n"
+                                       "        super().__init__()\n"
+                                       "        self.proj = torch.nn.Linear(5, 3)\n"
+                                       "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+                                       "        y = self.proj(x)\n"
+                                       "        n = torch.nonzero(x > 0).sum() + torch.masked_select(x, x > 0).sum()\n"  // line 8
+                                       "        u = torch.unique(x).sum() + torch.where(x > 0)[0].sum()\n"                // line 9
+                                       "        c = x.cpu().sum() + x.to('cpu').sum() + x.to(torch.device('cpu')).sum()\n"  // line 10
+                                       "        k = x.to(y.device).sum() + x.to(torch.float64).sum()\n"  // line 11: no copy to the host
+                                       "        return y + 0.0 * (n + u + c.to(y.device) + k)\n"
+                                       "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
+  const test::CommandResult made = test::run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  TorchScriptModel model(path, /*language_model=*/false, 3);
+  const auto listed = [](const std::vector<ScriptedOp>& ops) {
+    std::vector<std::string> lines;
+    for (const ScriptedOp& op : ops) lines.push_back(op.op + " " + op.place.substr(op.place.rfind('/') + 1));
+    return lines;
+  };
+  CHECK(listed(model.value_sized_results()) == std::vector<std::string>{"aten::nonzero waits.py:8", "aten::masked_select waits.py:8",
+                                                                       "aten::unique_dim waits.py:9", "aten::_unique2 waits.py:9",  // both of torch.unique's branches
+                                                                       "aten::where waits.py:9"});
+  CHECK(listed(model.host_copies()) == std::vector<std::string>{"aten::cpu waits.py:10", "aten::to waits.py:10"});
+  CHECK(model.host_value_reads().empty());
+  CHECK(model.grad_mode_switches().empty());
+  // The zoo models have none.
+  ModelConfig gpt = small_gpt(0.0);
+  auto zoo = make_model(gpt, {true, {gpt.block_size}}, false);
+  CHECK(zoo->value_sized_results().empty());
+  CHECK(zoo->host_copies().empty());
 }

@@ -1,5 +1,6 @@
 #include "trainc/models/torchscript_model.h"
 
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
 #include <algorithm>
@@ -29,15 +30,28 @@ std::string cause_of(const std::string& message) {
   return first_line(message);
 }
 
-// Where a scripted node comes from: "net.py:7". A loaded scripted module's ops point into its
-// serialized code, which points back to the Python file's line; a traced module's carry none ("").
-std::string place_of(const torch::jit::Node* node) {
-  torch::jit::SourceRange range = node->sourceRange();
+// "net.py:7" for a source range of a loaded module: its serialized code points back to the Python
+// file's line. A traced module's ranges carry none ("").
+std::string file_line(torch::jit::SourceRange range) {
   if (const auto original = range.findSourceRangeThatGenerated()) range = *original;
   if (const auto place = range.file_line_col(); place && !std::get<0>(*place).empty() && std::get<1>(*place) > 0) {
     return std::get<0>(*place) + ":" + std::to_string(std::get<1>(*place));
   }
   return "";
+}
+
+// Where a scripted node comes from: "net.py:7". An op of PyTorch's own scripted functions
+// (torch.unique calls aten::_unique2 in torch/functional.py) is placed at the innermost call of
+// the inlined ones that the model's code made.
+std::string place_of(const torch::jit::Node* node) {
+  const auto in_torch = [](const std::string& place) { return place.find("-packages/torch/") != std::string::npos; };
+  const std::string place = file_line(node->sourceRange());
+  if (!in_torch(place) || !node->callstack()) return place;
+  const std::vector<torch::jit::InlinedCallStackEntry> calls = (*node->callstack())->vec();  // the outermost call first
+  for (auto call = calls.rbegin(); call != calls.rend(); ++call) {
+    if (const std::string caller = file_line(std::get<1>(*call)); !caller.empty() && !in_torch(caller)) return caller;
+  }
+  return place;
 }
 
 // Each node of `block` and of the blocks inside it, in order.
@@ -157,6 +171,44 @@ std::vector<ScriptedOp> TorchScriptModel::grad_mode_switches() {
     const auto type = context->type()->cast<c10::ClassType>();
     if (!type || !type->name() || type->name()->qualifiedName().find("torch.autograd.grad_mode.") == std::string::npos) return;
     add_once(found, {"with torch." + type->name()->name(), place_of(context->node())});
+  });
+  return found;
+}
+
+std::vector<ScriptedOp> TorchScriptModel::value_sized_results() {
+  // Each counts its result on the GPU and waits for the count. `torch.where(c)`, one argument, is
+  // nonzero; `torch.unique` is a scripted function that calls aten::_unique2.
+  static const std::set<std::string> sized = {
+      "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select", "aten::unique",
+      "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive",
+      "aten::bincount"};
+  const std::shared_ptr<torch::jit::Graph> graph = inlined_forward(module_);
+  std::vector<ScriptedOp> found;
+  for_each_node(graph->block(), [&](torch::jit::Node* node) {
+    const std::string kind = node->kind().toQualString();
+    if (sized.count(kind) || (kind == "aten::where" && node->inputs().size() == 1)) add_once(found, {kind, place_of(node)});
+  });
+  return found;
+}
+
+std::vector<ScriptedOp> TorchScriptModel::host_copies() {
+  // `x.cpu()`, and `x.to(device)` with the CPU as a constant ("cpu") or as torch.device("cpu").
+  // A device known only when the forward runs (`other.device`) is not looked for.
+  const auto is_cpu = [](const torch::jit::Value* value) {
+    if (const c10::optional<c10::IValue> constant = torch::jit::toIValue(value); constant && constant->isDevice()) {
+      return constant->toDevice().is_cpu();
+    }
+    if (value->node()->kind().toQualString() != std::string("aten::device") || value->node()->inputs().empty()) return false;
+    const c10::optional<c10::IValue> name = torch::jit::toIValue(value->node()->inputs()[0]);
+    return name && name->isString() && name->toStringRef().rfind("cpu", 0) == 0;
+  };
+  const std::shared_ptr<torch::jit::Graph> graph = inlined_forward(module_);
+  std::vector<ScriptedOp> found;
+  for_each_node(graph->block(), [&](torch::jit::Node* node) {
+    const std::string kind = node->kind().toQualString();
+    const bool to_cpu = (kind == "aten::to" || kind == "aten::_to_copy") &&
+                        std::any_of(node->inputs().begin(), node->inputs().end(), is_cpu);
+    if (kind == "aten::cpu" || to_cpu) add_once(found, {kind, place_of(node)});
   });
   return found;
 }

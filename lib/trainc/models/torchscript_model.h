@@ -26,6 +26,8 @@ class TorchScriptModel : public Model {
   std::string describe() const override { return "torchscript " + path_; }
   std::vector<ScriptedOp> host_value_reads() override;
   std::vector<ScriptedOp> grad_mode_switches() override;
+  std::vector<ScriptedOp> value_sized_results() override;
+  std::vector<ScriptedOp> host_copies() override;
 
  private:
   std::string path_;

@@ -320,11 +320,18 @@ void Trainer::setup() {
   }
   model_->set_training(true);
   if (backend_ && backend_->whole_step_graph()) {
-    if (const std::vector<ScriptedOp> reads = model_->host_value_reads(); !reads.empty()) {
-      const std::string first = reads[0].op + (reads[0].place.empty() ? "" : " at " + reads[0].place);
+    // What in the forward waits for the GPU inside a captured step; the first found declines.
+    const auto decline_for = [this](const std::vector<ScriptedOp>& ops, const std::string& what) {
+      if (ops.empty()) return;
+      const std::string first = ops[0].op + (ops[0].place.empty() ? "" : " at " + ops[0].place);
       decline_step_graph(*backend_, "model.path " + config_.model.path.value_or("?"),
-                         first + (reads.size() > 1 ? ", and " + std::to_string(reads.size() - 1) + " more" : ""), args_.torch_compile_fullgraph);
-    }
+                         what + " (" + first + (ops.size() > 1 ? ", and " + std::to_string(ops.size() - 1) + " more" : "") + ")",
+                         args_.torch_compile_fullgraph);
+    };
+    decline_for(model_->host_value_reads(), "reads a tensor's value on the host");
+    decline_for(model_->value_sized_results(), "makes a tensor whose size depends on its values");
+    // Only eager autograd copies: a compiled program keeps the values where the step runs.
+    if (backend_->backend == "cudagraphs") decline_for(model_->host_copies(), "copies a tensor to the host");
   }
   for (const auto& item : model_->named_parameters()) {
     if (item.second.requires_grad()) parameters_.push_back(item.second);

@@ -91,14 +91,14 @@ std::string setting_without_graphs(const BackendChoice& choice) {
   return choice.autotunes() ? "torch_compile_mode: max-autotune-no-cudagraphs" : "torch_compile_mode: default";
 }
 
-void decline_step_graph(BackendChoice& choice, const std::string& model, const std::string& host_read, bool fullgraph) {
+void decline_step_graph(BackendChoice& choice, const std::string& model, const std::string& wait, bool fullgraph) {
   if (!choice.whole_step_graph()) return;
   const std::string graphs = choice.backend == "cudagraphs" ? "torch_compile_backend: cudagraphs" : "torch_compile_mode: " + choice.mode;
-  const std::string why = "the forward of " + model + " reads a tensor's value on the host (" + host_read +
-                          "), which waits for the GPU inside the step, and a CUDA graph's capture cannot record that";
+  const std::string why = "the forward of " + model + " " + wait +
+                          ", which waits for the GPU inside the step, and a CUDA graph's capture cannot record that";
   if (fullgraph) {
     throw GraphsRefused("torch_compile_fullgraph: true with " + graphs + ", but " + why +
-                        "; set torch_compile_fullgraph: false to run the step without CUDA graphs, or keep the read out of forward");
+                        "; set torch_compile_fullgraph: false to run the step without CUDA graphs, or keep that out of forward");
   }
   choice.graphs_declined = why;
   choice.warnings.push_back(graphs + ": " + why + "; the step runs without CUDA graphs, as " + setting_without_graphs(choice) +

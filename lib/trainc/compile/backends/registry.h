@@ -57,12 +57,12 @@ class GraphsRefused : public UserError {
   using UserError::UserError;
 };
 
-// A model (`model`: "model.path net.pt") whose forward reads a tensor's value on the host
-// (`host_read`: "aten::item at net.py:7") waits for the GPU inside the step, which a CUDA graph's
+// A model (`model`: "model.path net.pt") whose forward waits for the GPU (`wait`: "reads a
+// tensor's value on the host (aten::item at net.py:7)") inside the step, which a CUDA graph's
 // capture cannot record. With CUDA graphs asked for, the step then runs without them, as mode
 // default (or max-autotune-no-cudagraphs, or eager autograd for backend cudagraphs) would run it,
 // with a warning; under torch_compile_fullgraph that is refused (GraphsRefused). No effect
 // without CUDA graphs.
-void decline_step_graph(BackendChoice& choice, const std::string& model, const std::string& host_read, bool fullgraph);
+void decline_step_graph(BackendChoice& choice, const std::string& model, const std::string& wait, bool fullgraph);
 
 }  // namespace trainc

@@ -23,8 +23,8 @@
 // step to step (the learning rate) must live in device tensors, written before run() or by the
 // step's own start (StepPhases::start), which a graph records as its first node.
 // Past `max_graphs` signatures, new ones run without a graph, with one warning. A capture that
-// fails (a forward that waits for the GPU, which a capture cannot record: a copy to the host, a
-// value read that Model::host_value_reads did not declare) ends the run with its cause: going on
+// fails (a forward that waits for the GPU, which a capture cannot record, where the Model's lists
+// of such ops did not show it: a boolean mask's index) ends the run with its cause: going on
 // would leave the failed capture's memory pool held and the allocator's capture bookkeeping as the
 // failure left it.
 #pragma once
