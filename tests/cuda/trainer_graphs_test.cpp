@@ -236,38 +236,44 @@ TEST_CASE("a TorchScript forward that reads a value on the host trains without C
 
 TEST_CASE("a TorchScript forward that counts a result or copies to the host declines the graphs it would break", "[cuda][train]") {
   // nonzero waits for the GPU to count its result: no capture holds it, under either setting. A
-  // copy to the host waits too, but only eager autograd (backend cudagraphs) makes it: a compiled
-  // program keeps the values on the GPU, so reduce-overhead captures the step.
+  // copy to the host waits too, but only an eager step makes it: backend cudagraphs, or a step the
+  // planner breaks on (a switch of autograd). A compiled program keeps the values on the GPU, so
+  // reduce-overhead captures the step.
   Scratch scratch;
   const std::string sized = scripted_classifier(scratch, "sized", "        return y + 0.0 * torch.nonzero(x > 0).sum()\n");
   const std::string copied = scripted_classifier(scratch, "copied", "        return y + 0.0 * x.cpu().sum().to(y.device)\n");
+  const std::string switched = scripted_classifier(scratch, "switched", "        with torch.no_grad():\n"
+                                                                        "            s = x.cpu().sum().to(y.device)\n"
+                                                                        "        return y + 0.0 * s\n");
+  const std::string sized_words = "makes a tensor sized by its input's values (aten::nonzero at ";
+  const std::string copy_words = "copies a tensor to the host (aten::cpu at ";
   struct Case {
-    std::string module, graphs, declined;  // declined: the warning's words, or "" where the graphs are captured
+    std::string graphs, declined;  // declined: the warning's words, or "" where the graphs are captured
   };
-  const std::vector<Case> cases = {
-      {sized, "--torch-compile-backend cudagraphs", "makes a tensor whose size depends on its values (aten::nonzero at "},
-      {sized, "--torch-compile-mode reduce-overhead", "makes a tensor whose size depends on its values (aten::nonzero at "},
-      {copied, "--torch-compile-backend cudagraphs", "copies a tensor to the host (aten::cpu at "},
-      {copied, "--torch-compile-mode reduce-overhead", ""}};
-  for (const Case& c : cases) {
-    INFO(c.module << " " << c.graphs);
-    write_classifier_config(scratch, c.module);
+  const std::vector<std::pair<std::string, std::vector<Case>>> modules = {
+      {sized, {{"--torch-compile-backend cudagraphs", sized_words}, {"--torch-compile-mode reduce-overhead", sized_words}}},
+      {copied, {{"--torch-compile-backend cudagraphs", copy_words}, {"--torch-compile-mode reduce-overhead", ""}}},
+      {switched, {{"--torch-compile-mode reduce-overhead", copy_words}}}};
+  for (const auto& [module, cases] : modules) {
+    INFO(module);
+    write_classifier_config(scratch, module);
     const std::string base = "--config " + scratch.file("run.yaml");
-    const TraincRun eager = run_trainc_in(scratch, "eager", base + " --overwrite-output-dir");
-    REQUIRE(eager.exit_code == 0);
+    REQUIRE(run_trainc_in(scratch, "eager", base + " --overwrite-output-dir").exit_code == 0);
     const std::vector<double> expected = logged_losses_in(scratch.file("eager/metrics.jsonl"));
     REQUIRE(expected.size() == 12);
-    const TraincRun run = run_trainc_in(scratch, "graphs", base + " " + c.graphs + " --overwrite-output-dir");
-    INFO(run.out);
-    REQUIRE(run.exit_code == 0);
-    if (c.declined.empty()) {
-      CHECK_THAT(run.out, Contains("cuda graph: captured") && !Contains("without CUDA graphs"));
-    } else {
-      CHECK_THAT(run.out, Contains("the forward of model.path " + c.module + " " + c.declined +
-                                   c.module.substr(0, c.module.size() - 3) + ".py:8)"));
-      CHECK_THAT(run.out, Contains(", without CUDA graphs") && !Contains("cuda graph: captured"));
+    for (const Case& c : cases) {
+      INFO(c.graphs);
+      const TraincRun run = run_trainc_in(scratch, "graphs", base + " " + c.graphs + " --overwrite-output-dir");
+      INFO(run.out);
+      REQUIRE(run.exit_code == 0);
+      if (c.declined.empty()) {
+        CHECK_THAT(run.out, Contains("cuda graph: captured") && !Contains("without CUDA graphs"));
+      } else {
+        CHECK_THAT(run.out, Contains("the forward of model.path " + module + " " + c.declined + module.substr(0, module.size() - 3) + ".py:"));
+        CHECK_THAT(run.out, Contains(", without CUDA graphs") && !Contains("cuda graph: captured"));
+      }
+      CHECK(largest_relative_difference(logged_losses_in(scratch.file("graphs/metrics.jsonl")), expected) < 1e-5);
     }
-    CHECK(largest_relative_difference(logged_losses_in(scratch.file("graphs/metrics.jsonl")), expected) < 1e-5);
   }
 }
 

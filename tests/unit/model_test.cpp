@@ -221,23 +221,30 @@ TEST_CASE("evaluation reports exactly the metrics that a run checks metric_for_b
 }
 
 TEST_CASE("a scripted forward's waits for the GPU are found by kind, with their lines", "[unit][model]") {
-  // A CUDA graph's capture cannot record a wait: the trainer declines the graphs for these.
+  // A CUDA graph's capture cannot record a wait: the trainer declines the graphs for these. A
+  // branch that training does not take (`if not self.training:`) is not the step's.
   test::ScratchDir dir;
   const std::string path = dir.file("waits.pt");
-  const std::string script = dir.write("waits.py",
-                                       "import torch\n"
-                                       "class Net(torch.nn.Module):\n"
-                                       "    def __init__(self):\n"
-                                       "        super().__init__()\n"
-                                       "        self.proj = torch.nn.Linear(5, 3)\n"
-                                       "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
-                                       "        y = self.proj(x)\n"
-                                       "        n = torch.nonzero(x > 0).sum() + torch.masked_select(x, x > 0).sum()\n"  // line 8
-                                       "        u = torch.unique(x).sum() + torch.where(x > 0)[0].sum()\n"                // line 9
-                                       "        c = x.cpu().sum() + x.to('cpu').sum() + x.to(torch.device('cpu')).sum()\n"  // line 10
-                                       "        k = x.to(y.device).sum() + x.to(torch.float64).sum()\n"  // line 11: no copy to the host
-                                       "        return y + 0.0 * (n + u + c.to(y.device) + k)\n"
-                                       "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
+  const std::string script = dir.write(
+      "waits.py",
+      "import torch\n"
+      "class Net(torch.nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.proj = torch.nn.Linear(5, 3)\n"
+      "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+      "        y = self.proj(x)\n"
+      "        n = torch.nonzero(x > 0).sum() + torch.masked_select(x, x > 0).sum()\n"  // line 8
+      "        u = torch.unique(x).sum() + torch.where(x > 0)[0].sum()\n"                // line 9
+      "        c = x.cpu().sum() + x.to('cpu').sum() + x.to(torch.device('cpu')).sum()\n"  // line 10
+      "        k = x.to(y.device).sum() + x.to(torch.float64).sum()\n"  // line 11: no copy to the host
+      "        r = torch.repeat_interleave(x, torch.ones(5, dtype=torch.long), dim=1).sum()\n"  // line 12
+      "        r = r + x.repeat_interleave(2, dim=1).sum()\n"  // line 13: repeats known on the host
+      "        r = r + torch.repeat_interleave(x, torch.ones(5, dtype=torch.long), dim=1, output_size=5).sum()\n"  // 14: sized
+      "        if not self.training:\n"
+      "            r = r + torch.nonzero(x).sum() + x.cpu().sum() + float(x.sum())\n"  // line 16: evaluation only
+      "        return y + 0.0 * (n + u + c.to(y.device) + k + r)\n"
+      "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
   const test::CommandResult made = test::run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
   INFO(made.err);
   REQUIRE(made.exit_code == 0);
@@ -247,12 +254,17 @@ TEST_CASE("a scripted forward's waits for the GPU are found by kind, with their 
     for (const ScriptedOp& op : ops) lines.push_back(op.op + " " + op.place.substr(op.place.rfind('/') + 1));
     return lines;
   };
+  model.set_training(true);
   CHECK(listed(model.value_sized_results()) == std::vector<std::string>{"aten::nonzero waits.py:8", "aten::masked_select waits.py:8",
-                                                                       "aten::unique_dim waits.py:9", "aten::_unique2 waits.py:9",  // both of torch.unique's branches
-                                                                       "aten::where waits.py:9"});
+                                                                       "aten::_unique2 waits.py:9", "aten::where waits.py:9",
+                                                                       "aten::repeat_interleave waits.py:12"});
   CHECK(listed(model.host_copies()) == std::vector<std::string>{"aten::cpu waits.py:10", "aten::to waits.py:10"});
   CHECK(model.host_value_reads().empty());
   CHECK(model.grad_mode_switches().empty());
+  model.set_training(false);  // the evaluation branch is the forward's now
+  CHECK(listed(model.value_sized_results()).back() == "aten::nonzero waits.py:16");
+  CHECK(listed(model.host_copies()).back() == "aten::cpu waits.py:16");
+  CHECK(listed(model.host_value_reads()) == std::vector<std::string>{"aten::Float waits.py:16"});
   // The zoo models have none.
   ModelConfig gpt = small_gpt(0.0);
   auto zoo = make_model(gpt, {true, {gpt.block_size}}, false);

@@ -46,11 +46,11 @@ class Model {
   // backward would differentiate through them, and it reads the mode as off: a step that holds
   // one is not compiled. The zoo models have none.
   virtual std::vector<ScriptedOp> grad_mode_switches() { return {}; }
-  // The forward's other ops that wait for the GPU: a tensor whose size depends on its values
-  // (`nonzero`, `masked_select`, `unique`), and copies to the host (`x.cpu()`). A CUDA graph's
-  // capture cannot record a wait. The first kind the planner already breaks on (no IR entry); a
-  // compiled program drops a copy's change of device, so only eager autograd makes the copy. The
-  // zoo models have none.
+  // The forward's other ops that wait for the GPU: a tensor sized by its input's values (`nonzero`,
+  // `masked_select`, `unique`), and copies to the host (`x.cpu()`). A CUDA graph's capture cannot
+  // record a wait. The import has no builder for the first kind, so the planner breaks on them; a
+  // compiled program drops a copy's change of device, so only an eager step copies. The zoo
+  // models have none.
   virtual std::vector<ScriptedOp> value_sized_results() { return {}; }
   virtual std::vector<ScriptedOp> host_copies() { return {}; }
 

@@ -1,6 +1,8 @@
 #include "trainc/models/torchscript_model.h"
 
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 
 #include <algorithm>
@@ -40,18 +42,21 @@ std::string file_line(torch::jit::SourceRange range) {
   return "";
 }
 
-// Where a scripted node comes from: "net.py:7". An op of PyTorch's own scripted functions
-// (torch.unique calls aten::_unique2 in torch/functional.py) is placed at the innermost call of
-// the inlined ones that the model's code made.
+// Where a scripted node comes from: "net.py:7". An op of PyTorch's own scripted code (torch.unique
+// calls aten::_unique2 in torch/functional.py) is placed at the innermost of the inlined calls made
+// from code that is not PyTorch's; a function's qualified name tells (`__torch__.torch.`).
 std::string place_of(const torch::jit::Node* node) {
-  const auto in_torch = [](const std::string& place) { return place.find("-packages/torch/") != std::string::npos; };
-  const std::string place = file_line(node->sourceRange());
-  if (!in_torch(place) || !node->callstack()) return place;
-  const std::vector<torch::jit::InlinedCallStackEntry> calls = (*node->callstack())->vec();  // the outermost call first
-  for (auto call = calls.rbegin(); call != calls.rend(); ++call) {
-    if (const std::string caller = file_line(std::get<1>(*call)); !caller.empty() && !in_torch(caller)) return caller;
+  const auto pytorchs = [](const auto* function) {
+    return function != nullptr && function->qualname().qualifiedName().rfind("__torch__.torch.", 0) == 0;
+  };
+  if (!node->callstack()) return file_line(node->sourceRange());
+  // The outermost call first, made in the forward; each later one inside the function called before it.
+  const std::vector<torch::jit::InlinedCallStackEntry> calls = (*node->callstack())->vec();
+  if (calls.empty() || !pytorchs(std::get<0>(calls.back()))) return file_line(node->sourceRange());
+  for (std::size_t call = calls.size(); call-- > 0;) {
+    if (call == 0 || !pytorchs(std::get<0>(calls[call - 1]))) return file_line(std::get<1>(calls[call]));
   }
-  return place;
+  return file_line(node->sourceRange());
 }
 
 // Each node of `block` and of the blocks inside it, in order.
@@ -62,11 +67,25 @@ void for_each_node(torch::jit::Block* block, const std::function<void(torch::jit
   }
 }
 
-// The module's forward with the methods it calls inlined: one graph to walk (a copy; the module
-// keeps its own).
+// The module's forward as it runs in the module's present mode (training, for the step), with the
+// methods it calls inlined: one graph to walk (a copy; the module keeps its own). A branch on
+// `self.training` that the mode does not take is dropped: an evaluation-only `nonzero` is no wait
+// of the step's.
 std::shared_ptr<torch::jit::Graph> inlined_forward(torch::jit::Module& module) {
   std::shared_ptr<torch::jit::Graph> graph = module.get_method("forward").graph()->copy();
   torch::jit::Inline(*graph);
+  torch::jit::Value* mode = nullptr;
+  {
+    const torch::jit::WithInsertPoint first(graph->block()->param_node()->next());
+    mode = graph->insertConstant(module.is_training());
+  }
+  std::vector<torch::jit::Node*> reads_of_mode;
+  for_each_node(graph->block(), [&](torch::jit::Node* node) {
+    if (node->kind() == torch::jit::prim::GetAttr && node->s(torch::jit::attr::name) == "training") reads_of_mode.push_back(node);
+  });
+  for (torch::jit::Node* read : reads_of_mode) read->output()->replaceAllUsesWith(mode);
+  torch::jit::ConstantPropagation(graph);
+  torch::jit::EliminateDeadCode(graph);
   return graph;
 }
 
@@ -177,7 +196,16 @@ std::vector<ScriptedOp> TorchScriptModel::grad_mode_switches() {
 
 std::vector<ScriptedOp> TorchScriptModel::value_sized_results() {
   // Each counts its result on the GPU and waits for the count. `torch.where(c)`, one argument, is
-  // nonzero; `torch.unique` is a scripted function that calls aten::_unique2.
+  // nonzero; `torch.unique` is a scripted function that calls aten::_unique2. repeat_interleave
+  // with a tensor of repeats adds them up, unless told its output_size.
+  const auto sized_by_repeats = [](const torch::jit::Node* node) {
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    if (node->kind().toQualString() != std::string("aten::repeat_interleave") || schema == nullptr) return false;
+    const c10::optional<int> repeats = schema->argumentIndexWithName("repeats");
+    const c10::optional<int> output_size = schema->argumentIndexWithName("output_size");
+    if (!repeats || !node->inputs()[*repeats]->type()->cast<c10::TensorType>()) return false;
+    return !output_size || node->inputs()[*output_size]->mustBeNone();
+  };
   static const std::set<std::string> sized = {
       "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select", "aten::unique",
       "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive",
@@ -186,7 +214,9 @@ std::vector<ScriptedOp> TorchScriptModel::value_sized_results() {
   std::vector<ScriptedOp> found;
   for_each_node(graph->block(), [&](torch::jit::Node* node) {
     const std::string kind = node->kind().toQualString();
-    if (sized.count(kind) || (kind == "aten::where" && node->inputs().size() == 1)) add_once(found, {kind, place_of(node)});
+    if (sized.count(kind) || (kind == "aten::where" && node->inputs().size() == 1) || sized_by_repeats(node)) {
+      add_once(found, {kind, place_of(node)});
+    }
   });
   return found;
 }

@@ -320,18 +320,23 @@ void Trainer::setup() {
   }
   model_->set_training(true);
   if (backend_ && backend_->whole_step_graph()) {
-    // What in the forward waits for the GPU inside a captured step; the first found declines.
-    const auto decline_for = [this](const std::vector<ScriptedOp>& ops, const std::string& what) {
+    // What in the forward waits for the GPU inside a captured step, every kind found in one warning.
+    std::vector<std::string> waits;
+    const auto add_waits = [&waits](const std::vector<ScriptedOp>& ops, const std::string& what) {
       if (ops.empty()) return;
       const std::string first = ops[0].op + (ops[0].place.empty() ? "" : " at " + ops[0].place);
-      decline_step_graph(*backend_, "model.path " + config_.model.path.value_or("?"),
-                         what + " (" + first + (ops.size() > 1 ? ", and " + std::to_string(ops.size() - 1) + " more" : "") + ")",
-                         args_.torch_compile_fullgraph);
+      waits.push_back(what + " (" + first + (ops.size() > 1 ? ", and " + std::to_string(ops.size() - 1) + " more" : "") + ")");
     };
-    decline_for(model_->host_value_reads(), "reads a tensor's value on the host");
-    decline_for(model_->value_sized_results(), "makes a tensor whose size depends on its values");
-    // Only eager autograd copies: a compiled program keeps the values where the step runs.
-    if (backend_->backend == "cudagraphs") decline_for(model_->host_copies(), "copies a tensor to the host");
+    add_waits(model_->host_value_reads(), "reads a tensor's value on the host");
+    add_waits(model_->value_sized_results(), "makes a tensor sized by its input's values");
+    // Only an eager step copies: a compiled program keeps the values where the step runs. The step
+    // is eager under backend cudagraphs, and where the planner breaks on a switch of autograd.
+    if (backend_->backend == "cudagraphs" || !model_->grad_mode_switches().empty()) {
+      add_waits(model_->host_copies(), "copies a tensor to the host");
+    }
+    if (!waits.empty()) {
+      decline_step_graph(*backend_, "model.path " + config_.model.path.value_or("?"), join(waits, ", and "), args_.torch_compile_fullgraph);
+    }
   }
   for (const auto& item : model_->named_parameters()) {
     if (item.second.requires_grad()) parameters_.push_back(item.second);

@@ -98,7 +98,7 @@ void decline_step_graph(BackendChoice& choice, const std::string& model, const s
                           ", which waits for the GPU inside the step, and a CUDA graph's capture cannot record that";
   if (fullgraph) {
     throw GraphsRefused("torch_compile_fullgraph: true with " + graphs + ", but " + why +
-                        "; set torch_compile_fullgraph: false to run the step without CUDA graphs, or keep that out of forward");
+                        "; set torch_compile_fullgraph: false to run the step without CUDA graphs, or keep such ops out of forward");
   }
   choice.graphs_declined = why;
   choice.warnings.push_back(graphs + ": " + why + "; the step runs without CUDA graphs, as " + setting_without_graphs(choice) +
