@@ -42,6 +42,8 @@ std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
                           : kind == "no_grad"  ? "        with torch.no_grad():\n"
                                                  "            y = self.proj(torch.tanh(x))\n"
                                                  "        return self.proj(x) + y\n"
+                          : kind == "grad_on" ? "        torch.set_grad_enabled(True)\n"
+                                                "        return self.proj(torch.tanh(x))\n"
                           : kind == "grad_enabled" ? "        if torch.is_grad_enabled():\n"
                                                      "            return self.proj(x)\n"
                                                      "        return -self.proj(x)\n"
@@ -188,6 +190,19 @@ TEST_CASE("a TorchScript torch.no_grad() block or a read of the grad mode is a g
     REQUIRE(expected.size() == 3);
     CHECK(losses(read_metrics(dir.file("aot-" + kind))) == expected);
   }
+}
+
+TEST_CASE("a TorchScript forward that turns autograd on compiles: a training step has it on already", "[e2e][compile]") {
+  ScratchDir dir;
+  const CommandResult compiled = train_eager_then_compiled(dir, torchscript_config(dir, "grad_on"), "grad_on");
+  INFO(compiled.out << compiled.err);
+  CHECK_THAT(compiled.out + compiled.err, !Contains("graph break"));
+  CHECK_THAT(compiled.out, Contains("compile: compiled in"));
+  const std::vector<double> expected = losses(read_metrics(dir.file("eager-grad_on")));
+  const std::vector<double> got = losses(read_metrics(dir.file("aot-grad_on")));
+  REQUIRE(expected.size() == 3);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-6));
 }
 
 TEST_CASE("logits that no trained parameter reaches are refused, eager and compiled alike", "[e2e][compile]") {

@@ -177,18 +177,25 @@ std::vector<ScriptedOp> TorchScriptModel::host_value_reads() {
 }
 
 std::vector<ScriptedOp> TorchScriptModel::grad_mode_switches() {
-  // `with torch.no_grad():` and `with torch.enable_grad():` are prim::Enter of a grad_mode object;
-  // `torch.set_grad_enabled(False)` is the op itself. `torch.is_grad_enabled()` reads the mode,
-  // which the trace (taken without autograd) would read as off.
+  // `with torch.no_grad():` is prim::Enter of a grad_mode object; `torch.set_grad_enabled(False)`
+  // is the op itself. `torch.is_grad_enabled()` reads the mode, which the trace (taken without
+  // autograd) would read as off. A training step runs with autograd on, so turning it on changes
+  // nothing there: `with torch.enable_grad():` and `torch.set_grad_enabled(True)` are left out.
   const std::shared_ptr<torch::jit::Graph> graph = inlined_forward(module_);
+  const bool training = module_.is_training();
   std::vector<ScriptedOp> found;
   for_each_node(graph->block(), [&](torch::jit::Node* node) {
     const std::string kind = node->kind().toQualString();
-    if (kind == "aten::set_grad_enabled" || kind == "aten::is_grad_enabled") add_once(found, {kind, place_of(node)});
+    if (kind == "aten::is_grad_enabled") add_once(found, {kind, place_of(node)});
+    if (kind == "aten::set_grad_enabled") {
+      const c10::optional<c10::IValue> mode = node->inputs().empty() ? c10::nullopt : torch::jit::toIValue(node->inputs()[0]);
+      if (!(training && mode && mode->isBool() && mode->toBool())) add_once(found, {kind, place_of(node)});
+    }
     if (kind != "prim::Enter" || node->inputs().empty()) return;
     const torch::jit::Value* context = node->inputs()[0];
     const auto type = context->type()->cast<c10::ClassType>();
     if (!type || !type->name() || type->name()->qualifiedName().find("torch.autograd.grad_mode.") == std::string::npos) return;
+    if (training && type->name()->name() == "enable_grad") return;
     add_once(found, {"with torch." + type->name()->name(), place_of(context->node())});
   });
   return found;
