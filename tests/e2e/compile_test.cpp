@@ -30,7 +30,8 @@ std::string gpt_config(const ScratchDir& dir) {
 // an op the planner has no entry for; "branch", a branch on the data's values; "reshaped", a
 // reshape by the batch's size, traced; "detached", logits no parameter reaches ("detached-cumsum",
 // with a graph break); "no_grad", a term computed under torch.no_grad(); "grad_enabled", a branch
-// on torch.is_grad_enabled().
+// on torch.is_grad_enabled(); "autograd_inside", a gradient taken inside forward
+// (torch.autograd.grad); "grad_on", torch.set_grad_enabled(True).
 std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
   const std::string path = dir.file(kind + ".pt");
   const std::string body = kind == "branch" ? "        y = self.proj(torch.tanh(x))\n"
@@ -42,6 +43,11 @@ std::string torchscript_config(const ScratchDir& dir, const std::string& kind) {
                           : kind == "no_grad"  ? "        with torch.no_grad():\n"
                                                  "            y = self.proj(torch.tanh(x))\n"
                                                  "        return self.proj(x) + y\n"
+                          : kind == "autograd_inside" ? "        x = x.detach().requires_grad_(True)\n"
+                                                        "        e = (self.proj(x) ** 2).sum()\n"
+                                                        "        g = torch.autograd.grad([e], [x], create_graph=True)[0]\n"
+                                                        "        assert g is not None\n"
+                                                        "        return self.proj(x + g)\n"
                           : kind == "grad_on" ? "        torch.set_grad_enabled(True)\n"
                                                 "        return self.proj(torch.tanh(x))\n"
                           : kind == "grad_enabled" ? "        if torch.is_grad_enabled():\n"
@@ -174,18 +180,19 @@ TEST_CASE("a TorchScript branch on the data's values is a graph break, not the f
   CHECK_THAT(full.err, Contains("aten::Bool (reads a tensor's value on the host"));
 }
 
-TEST_CASE("a TorchScript torch.no_grad() block or a read of the grad mode is a graph break", "[e2e][compile]") {
+TEST_CASE("a TorchScript torch.no_grad() block, a read of the grad mode or a gradient inside forward is a graph break", "[e2e][compile]") {
   // A trace, taken without autograd, keeps a no_grad block's ops but not the switch (its backward
-  // gave that term a gradient eager does not), and reads the grad mode as off (the other branch).
+  // gave that term a gradient eager does not), reads the grad mode as off (the other branch), and
+  // has no graph for torch.autograd.grad to differentiate.
   ScratchDir dir;
-  for (const std::string kind : {"no_grad", "grad_enabled"}) {
+  for (const std::string kind : {"no_grad", "grad_enabled", "autograd_inside"}) {
     INFO(kind);
     const CommandResult compiled = train_eager_then_compiled(dir, torchscript_config(dir, kind), kind);
     INFO(compiled.out << compiled.err);
+    const std::string op = kind == "no_grad" ? "with torch.no_grad" : kind == "grad_enabled" ? "aten::is_grad_enabled" : "aten::requires_grad_";
     CHECK_THAT(compiled.out + compiled.err,
-               Contains("graph break, this step runs eagerly: " +
-                        std::string(kind == "no_grad" ? "with torch.no_grad" : "aten::is_grad_enabled") +
-                        " (switches or reads autograd's mode at " + dir.file("make.py") + ":"));
+               Contains("graph break, this step runs eagerly: " + op +
+                        " (switches, reads or runs autograd at " + dir.file("make.py") + ":"));
     const std::vector<double> expected = losses(read_metrics(dir.file("eager-" + kind)));
     REQUIRE(expected.size() == 3);
     CHECK(losses(read_metrics(dir.file("aot-" + kind))) == expected);

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -28,8 +29,18 @@ namespace fs = std::filesystem;
 
 CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tensor& inputs, const at::Tensor& targets) {
   CompilePlan plan;
-  plan.captured = capture_loss(model, loss_fn, inputs, targets);
-  plan.imported = import_graph(plan.captured);
+  const std::vector<ScriptedOp> switches = model.grad_mode_switches();
+  // A forward that runs autograd itself (torch.autograd.grad, .backward()) cannot be traced: not
+  // without autograd, and with it the gradients it made would be kept as constants. Its step runs
+  // eagerly, untraced (an empty captured graph), for the break below.
+  const bool runs_autograd = std::any_of(switches.begin(), switches.end(),
+                                         [](const ScriptedOp& op) { return op.op == "aten::grad" || op.op == "aten::backward"; });
+  if (runs_autograd) {
+    plan.captured.graph = std::make_shared<torch::jit::Graph>();
+  } else {
+    plan.captured = capture_loss(model, loss_fn, inputs, targets);
+    plan.imported = import_graph(plan.captured);
+  }
   // What a trace of the scripted forward cannot keep: each op a graph break, "what at place; why".
   const auto add_breaks = [&plan](const std::vector<ScriptedOp>& ops, const std::string& what, const std::string& why) {
     for (const ScriptedOp& op : ops) {
@@ -37,8 +48,8 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
     }
   };
   add_breaks(model.host_value_reads(), "reads a tensor's value on the host", "a trace would keep the first batch's branch or value");
-  add_breaks(model.grad_mode_switches(), "switches or reads autograd's mode",
-             "a trace, taken without autograd, keeps neither the switch nor the mode");
+  add_breaks(switches, "switches, reads or runs autograd",
+             "a trace, taken without autograd, keeps neither the switch, nor the mode, nor autograd's work");
   if (!plan.complete()) return plan;
   std::vector<bool> requires_grad;
   for (const StepInput& input : plan.captured.inputs) requires_grad.push_back(input.requires_grad);

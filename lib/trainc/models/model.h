@@ -41,10 +41,11 @@ class Model {
   // A trace records the first batch's branch and value as constants, so a step that holds one is
   // not compiled. The zoo models have none.
   virtual std::vector<ScriptedOp> host_value_reads() { return {}; }
-  // The forward's switches of autograd (`with torch.no_grad():`) and reads of its mode. Eager
-  // autograd records nothing inside a switch; a trace keeps the ops but not the switch, so its
-  // backward would differentiate through them, and it reads the mode as off: a step that holds
-  // one is not compiled. The zoo models have none.
+  // The forward's switches of autograd (`with torch.no_grad():`), reads of its mode and its own
+  // runs of autograd (`torch.autograd.grad`). Eager autograd records nothing inside a switch; a
+  // trace keeps the ops but not the switch, so its backward would differentiate through them, it
+  // reads the mode as off, and it runs no autograd: a step that holds one is not compiled. The
+  // zoo models have none.
   virtual std::vector<ScriptedOp> grad_mode_switches() { return {}; }
   // The forward's other ops that wait for the GPU: a tensor sized by its input's values (`nonzero`,
   // `masked_select`, `unique`), and copies to the host (`x.cpu()`). A CUDA graph's capture cannot

@@ -179,14 +179,17 @@ std::vector<ScriptedOp> TorchScriptModel::host_value_reads() {
 std::vector<ScriptedOp> TorchScriptModel::grad_mode_switches() {
   // `with torch.no_grad():` is prim::Enter of a grad_mode object; `torch.set_grad_enabled(False)`
   // is the op itself. `torch.is_grad_enabled()` reads the mode, which the trace (taken without
-  // autograd) would read as off. A training step runs with autograd on, so turning it on changes
-  // nothing there: `with torch.enable_grad():` and `torch.set_grad_enabled(True)` are left out.
+  // autograd) would read as off, and `torch.autograd.grad`, `.backward()` and `requires_grad_`
+  // run autograd inside the forward, which the trace cannot record. A training step runs with
+  // autograd on, so turning it on changes nothing there: `with torch.enable_grad():` and
+  // `torch.set_grad_enabled(True)` are left out (the autograd they guard is not).
+  static const std::set<std::string> autograd_runs = {"aten::is_grad_enabled", "aten::grad", "aten::backward", "aten::requires_grad_"};
   const std::shared_ptr<torch::jit::Graph> graph = inlined_forward(module_);
   const bool training = module_.is_training();
   std::vector<ScriptedOp> found;
   for_each_node(graph->block(), [&](torch::jit::Node* node) {
     const std::string kind = node->kind().toQualString();
-    if (kind == "aten::is_grad_enabled") add_once(found, {kind, place_of(node)});
+    if (autograd_runs.count(kind)) add_once(found, {kind, place_of(node)});
     if (kind == "aten::set_grad_enabled") {
       const c10::optional<c10::IValue> mode = node->inputs().empty() ? c10::nullopt : torch::jit::toIValue(node->inputs()[0]);
       if (!(training && mode && mode->isBool() && mode->toBool())) add_once(found, {kind, place_of(node)});

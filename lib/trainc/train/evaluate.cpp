@@ -25,10 +25,13 @@ nlohmann::json evaluate(Model& model, const Dataset& dataset, int64_t batch_size
   torch::Tensor correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device));
   int64_t samples = 0;
   while (auto batch = loader.next()) {
+    // A scripted forward may turn autograd on (torch.set_grad_enabled(True)), which outlives it:
+    // each batch starts without it again, and its logits keep no history across batches.
+    torch::NoGradGuard batch_without_autograd;
     torch::Tensor logits;
     {
       AutocastScope autocast(precision.device, precision.autocast, precision.dtype);
-      logits = model.forward(batch->inputs);
+      logits = model.forward(batch->inputs).detach();
     }
     const torch::Tensor loss = cross_entropy_loss(logits, batch->targets, 0.0);
     loss_sum += loss.to(torch::kDouble) * batch->size();
