@@ -8,6 +8,14 @@ dW = L^T @ x. Variant "dx in forward" also makes dx[c] = L[c] @ W right after ch
 while L[c] may still be in the cache, leaving only dW to the backward. Each figure is the median
 of 30 runs, each after a 256 MB write that empties the L2 cache, as in a training step where the
 layers ran in between. Usage: python3 head_chunks.py [tokens width vocabulary]
+
+Then the logits a chunk of vocabulary columns at a time, chunk-major ([chunks, tokens, columns]),
+each chunk's GEMM reading all of x and only its own rows of W (a row chunk reads all of W), then
+its exp_ in place while the chunk is in the cache; "beside" runs each chunk's exp_ on a second
+stream beside the next chunk's GEMM. The backward reads the chunks as batches: dx = sum over
+chunks of L[c] @ W[c] (a batched GEMM, then the sum), dW[c] = L[c]^T @ (x scaled by a row scale
+of the chunk's: a softmax's per-chunk normalization) as a second batched GEMM. Each variant is
+captured once as a CUDA graph and replayed, so the launches cost what they cost in trainc's step.
 """
 import statistics
 import sys
@@ -68,3 +76,73 @@ for dx_too in (False, True):
         f = median_ms(forward(rows, dx_too))
         b = median_ms(backward(dx_too))
         print(f"  {'dx in forward' if dx_too else 'plain':13s} rows {rows:5d}: {f:7.3f} + {b:7.3f} = {f + b:7.3f}")
+
+
+def graphed(fn):
+    """fn captured as a CUDA graph (after a warm-up on a side stream); returns its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def column_forward(chunks, beside):
+    columns = padded // chunks
+    blocks = logits.view(chunks, tokens, columns)
+    weight = w.view(chunks, columns, width)
+    copier = torch.cuda.Stream()
+
+    def run():
+        for c in range(chunks):
+            torch.mm(x, weight[c].t(), out=blocks[c])
+            if beside:
+                made = torch.cuda.Event()
+                made.record()
+                copier.wait_event(made)
+                with torch.cuda.stream(copier):
+                    blocks[c].exp_()
+            else:
+                blocks[c].exp_()
+        if beside:
+            torch.cuda.current_stream().wait_stream(copier)
+    return run
+
+
+def column_backward(chunks):
+    columns = padded // chunks
+    blocks = logits.view(chunks, tokens, columns)
+    weight = w.view(chunks, columns, width)
+    scales = torch.rand(chunks, tokens, 1, **bf16)
+    partial = torch.empty(chunks, tokens, width, **bf16)
+    scaled = torch.empty(chunks, tokens, width, **bf16)
+    dw_blocks = dw.view(chunks, columns, width)
+
+    def run():
+        torch.bmm(blocks, weight, out=partial)
+        partial.mul_(scales)
+        torch.sum(partial, 0, out=dx)
+        torch.mul(x.unsqueeze(0), scales, out=scaled)
+        torch.bmm(blocks.transpose(1, 2), scaled, out=dw_blocks)
+    return run
+
+
+print(f"head in vocabulary chunks (graphed), {tokens} x {width} x {padded}: ms (forward + backward)")
+x.normal_()
+rows_f = median_ms(graphed(forward(tokens, False)))
+rows_b = median_ms(graphed(backward(False)))
+print(f"  one piece             : {rows_f:7.3f} + {rows_b:7.3f} = {rows_f + rows_b:7.3f}")
+for rows in (1024, 512, 256):
+    f = median_ms(graphed(forward(rows, False)))
+    print(f"  {rows:4d} rows a chunk     : {f:7.3f} + {rows_b:7.3f} = {f + rows_b:7.3f}")
+for chunks in (2, 4, 8, 16):
+    if padded % chunks or (padded // chunks) % 8:  # rows of 16-byte multiples, as cuBLAS wants them
+        continue
+    b = median_ms(graphed(column_backward(chunks)))
+    for beside in (False, True):
+        f = median_ms(graphed(column_forward(chunks, beside)))
+        print(f"  {chunks:2d} chunks{' beside' if beside else '       '}      : {f:7.3f} + {b:7.3f} = {f + b:7.3f}")
