@@ -84,9 +84,14 @@ std::shared_ptr<torch::jit::Graph> inlined_forward(torch::jit::Module& module) {
     if (node->kind() == torch::jit::prim::GetAttr && node->s(torch::jit::attr::name) == "training") reads_of_mode.push_back(node);
   });
   for (torch::jit::Node* read : reads_of_mode) read->output()->replaceAllUsesWith(mode);
-  torch::jit::ConstantPropagation(graph);
-  torch::jit::EliminateDeadCode(graph);
-  return graph;
+  std::shared_ptr<torch::jit::Graph> folded = graph->copy();
+  try {
+    torch::jit::ConstantPropagation(folded);
+    torch::jit::EliminateDeadCode(folded);
+  } catch (const c10::Error&) {
+    return graph;  // one the pass cannot fold is walked whole: every branch counts
+  }
+  return folded;
 }
 
 void add_once(std::vector<ScriptedOp>& found, const ScriptedOp& op) {
