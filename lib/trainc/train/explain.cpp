@@ -1,13 +1,14 @@
 // Trainer::explain — `trainc explain`: the run set up as for training, then the compile plan of
 // its first batch printed instead of training (captured ops, graph breaks, the backend, the
-// programs), with --dump-dir writing the graphs. A backend that cannot run here, or a model that
-// cannot have the CUDA graphs torch_compile_fullgraph demands, still shows the plan, then exits 2
-// with the reason.
+// programs), with --dump-dir writing the graphs. A backend that cannot run here, a model that
+// cannot have the CUDA graphs torch_compile_fullgraph demands, or a step that would run eagerly
+// with a loss no trained parameter reaches, still shows the plan, then exits 2 with the reason.
 #include <chrono>
 #include <iostream>
 
 #include "trainc/common/error.h"
 #include "trainc/common/format.h"
+#include "trainc/compile/capture/capture.h"
 #include "trainc/compile/runtime/guards.h"
 #include "trainc/data/batch_loader.h"
 #include "trainc/train/trainer.h"
@@ -48,6 +49,12 @@ int Trainer::explain() {
             << "batch        " << input_signature(batch->inputs, batch->targets) << "\n"
             << text << "planning     " << format_number(seconds, 3) << " s\n";
   if (!options_.dump_dir.empty()) std::cout << "dumped       " << options_.dump_dir << "\n";
+  // A step with graph breaks runs eagerly, and training refuses it at the first step when its loss
+  // reaches no trained parameter (plan_step checks a complete plan itself): say so here too.
+  if (!plan.complete() && !loss_fn_(batch->inputs, batch->targets).requires_grad()) {
+    std::cerr << "trainc: error: " << no_gradient_path_message(model_->describe()) << "\n";
+    return kExitUsage;
+  }
   if (!backend_) {
     // The plan went to stdout; the reason for exit 2 goes where every error goes.
     std::cerr << "trainc: error: " << backend_line.substr(backend_line.find(": ") + 2) << "\n";
