@@ -229,7 +229,7 @@ TEST_CASE("logits that no trained parameter reaches are refused, eager and compi
     }
     // explain refuses it too, after the plan where the step has a break and would run eagerly.
     const CommandResult explained = run_trainc("explain --config " + config + " --torch-compile-backend aot_eager");
-    INFO(explained.out << explained.err);
+    INFO(kind << "\n" << explained.out << explained.err);
     CHECK(explained.exit_code == 2);
     CHECK_THAT(explained.err, Contains("depends on none of the parameters being trained"));
     if (kind == "detached-cumsum") CHECK_THAT(explained.out, Contains("graph breaks 1 (this step would run eagerly)"));

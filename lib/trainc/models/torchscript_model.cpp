@@ -88,8 +88,10 @@ std::shared_ptr<torch::jit::Graph> inlined_forward(torch::jit::Module& module) {
   try {
     torch::jit::ConstantPropagation(folded);
     torch::jit::EliminateDeadCode(folded);
-  } catch (const c10::Error&) {
-    return graph;  // one the pass cannot fold is walked whole: every branch counts
+  } catch (const std::exception&) {
+    // One the passes cannot fold is walked whole: every branch counts, evaluation's too, which can
+    // only decline more (a graph break, CUDA graphs) than the step needs, never less.
+    return graph;
   }
   return folded;
 }
