@@ -33,9 +33,7 @@ CompilePlan plan_step(Model& model, const LossFunction& loss_fn, const at::Tenso
   // A forward that runs autograd itself (torch.autograd.grad, .backward()) cannot be traced: not
   // without autograd, and with it the gradients it made would be kept as constants. Its step runs
   // eagerly, untraced (an empty captured graph), for the break below.
-  const bool runs_autograd = std::any_of(switches.begin(), switches.end(),
-                                         [](const ScriptedOp& op) { return op.op == "aten::grad" || op.op == "aten::backward"; });
-  if (runs_autograd) {
+  if (std::any_of(switches.begin(), switches.end(), runs_autograd)) {
     plan.captured.graph = std::make_shared<torch::jit::Graph>();
   } else {
     plan.captured = capture_loss(model, loss_fn, inputs, targets);

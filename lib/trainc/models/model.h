@@ -26,6 +26,10 @@ struct ScriptedOp {
   bool operator==(const ScriptedOp& other) const { return op == other.op && place == other.place; }
 };
 
+// Whether an op of Model::grad_mode_switches runs autograd itself (`torch.autograd.grad`,
+// `.backward()`): a forward that holds one cannot be traced at all.
+inline bool runs_autograd(const ScriptedOp& op) { return op.op == "aten::grad" || op.op == "aten::backward"; }
+
 class Model {
  public:
   virtual ~Model() = default;

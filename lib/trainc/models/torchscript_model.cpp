@@ -151,6 +151,12 @@ torch::Tensor TorchScriptModel::forward(const torch::Tensor& inputs) {
   return logits;
 }
 
+torch::jit::Graph& TorchScriptModel::walked_forward() {
+  std::shared_ptr<torch::jit::Graph>& graph = walked_forward_[module_.is_training()];
+  if (!graph) graph = inlined_forward(module_);
+  return *graph;
+}
+
 std::vector<ScriptedOp> TorchScriptModel::host_value_reads() {
   // The ops that turn a tensor into a host value: a scripted `if bool(x.sum() > 0)`, `.item()`,
   // `float(t)`, `t.tolist()`, `torch.equal(a, b)`.
@@ -158,7 +164,7 @@ std::vector<ScriptedOp> TorchScriptModel::host_value_reads() {
       "aten::Bool",       "aten::Float",       "aten::Int",          "aten::Complex", "aten::item",
       "aten::ScalarImplicit", "aten::FloatImplicit", "aten::IntImplicit", "aten::ComplexImplicit", "aten::is_nonzero",
       "aten::_local_scalar_dense", "aten::tolist", "prim::tolist", "aten::equal", "aten::allclose"};
-  const std::shared_ptr<torch::jit::Graph> graph = inlined_forward(module_);
+  torch::jit::Graph& graph = walked_forward();
   // Tensors that hold no data, only shapes and constants: a traced `x.view(x.size(0), -1)` keeps
   // the size as prim::NumToTensor, read back by aten::Int. A new shape is a new input signature,
   // compiled again, so reading these is no host read. Parameters (prim::GetAttr), the inputs and
@@ -168,7 +174,7 @@ std::vector<ScriptedOp> TorchScriptModel::host_value_reads() {
     return value->type()->cast<c10::TensorType>() && !shape_only.count(value);
   };
   std::vector<ScriptedOp> found;
-  for_each_node(graph->block(), [&](torch::jit::Node* node) {
+  for_each_node(graph.block(), [&](torch::jit::Node* node) {
     const std::string kind = node->kind().toQualString();
     const bool random = kind.find("rand") != std::string::npos || kind.find("bernoulli") != std::string::npos ||
                         kind.find("normal") != std::string::npos || kind.find("dropout") != std::string::npos;
@@ -191,10 +197,10 @@ std::vector<ScriptedOp> TorchScriptModel::grad_mode_switches() {
   // autograd on, so turning it on changes nothing there: `with torch.enable_grad():` and
   // `torch.set_grad_enabled(True)` are left out (the autograd they guard is not).
   static const std::set<std::string> autograd_runs = {"aten::is_grad_enabled", "aten::grad", "aten::backward", "aten::requires_grad_"};
-  const std::shared_ptr<torch::jit::Graph> graph = inlined_forward(module_);
+  torch::jit::Graph& graph = walked_forward();
   const bool training = module_.is_training();
   std::vector<ScriptedOp> found;
-  for_each_node(graph->block(), [&](torch::jit::Node* node) {
+  for_each_node(graph.block(), [&](torch::jit::Node* node) {
     const std::string kind = node->kind().toQualString();
     if (autograd_runs.count(kind)) add_once(found, {kind, place_of(node)});
     if (kind == "aten::set_grad_enabled") {
@@ -227,9 +233,9 @@ std::vector<ScriptedOp> TorchScriptModel::value_sized_results() {
       "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select", "aten::unique",
       "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::unique_dim_consecutive",
       "aten::bincount"};
-  const std::shared_ptr<torch::jit::Graph> graph = inlined_forward(module_);
+  torch::jit::Graph& graph = walked_forward();
   std::vector<ScriptedOp> found;
-  for_each_node(graph->block(), [&](torch::jit::Node* node) {
+  for_each_node(graph.block(), [&](torch::jit::Node* node) {
     const std::string kind = node->kind().toQualString();
     if (sized.count(kind) || (kind == "aten::where" && node->inputs().size() == 1) || sized_by_repeats(node)) {
       add_once(found, {kind, place_of(node)});
@@ -249,9 +255,9 @@ std::vector<ScriptedOp> TorchScriptModel::host_copies() {
     const c10::optional<c10::IValue> name = torch::jit::toIValue(value->node()->inputs()[0]);
     return name && name->isString() && name->toStringRef().rfind("cpu", 0) == 0;
   };
-  const std::shared_ptr<torch::jit::Graph> graph = inlined_forward(module_);
+  torch::jit::Graph& graph = walked_forward();
   std::vector<ScriptedOp> found;
-  for_each_node(graph->block(), [&](torch::jit::Node* node) {
+  for_each_node(graph.block(), [&](torch::jit::Node* node) {
     const std::string kind = node->kind().toQualString();
     const bool to_cpu = (kind == "aten::to" || kind == "aten::_to_copy") &&
                         std::any_of(node->inputs().begin(), node->inputs().end(), is_cpu);

@@ -8,6 +8,9 @@
 
 #include <torch/script.h>
 
+#include <map>
+#include <memory>
+
 #include "trainc/models/model.h"
 
 namespace trainc {
@@ -35,6 +38,10 @@ class TorchScriptModel : public Model {
   int64_t num_classes_;
   int64_t token_bound_;
   torch::jit::Module module_;
+  // The forward as walked for its ops, made once per mode (training, evaluation): every list
+  // above walks the same graph.
+  std::map<bool, std::shared_ptr<torch::jit::Graph>> walked_forward_;
+  torch::jit::Graph& walked_forward();
 };
 
 }  // namespace trainc
