@@ -16,6 +16,8 @@ stream beside the next chunk's GEMM. The backward reads the chunks as batches: d
 chunks of L[c] @ W[c] (a batched GEMM, then the sum), dW[c] = L[c]^T @ (x scaled by a row scale
 of the chunk's: a softmax's per-chunk normalization) as a second batched GEMM. Each variant is
 captured once as a CUDA graph and replayed, so the launches cost what they cost in trainc's step.
+"float32 backward" is that backward with both batched products written in float32 (bmm's out_dtype),
+as a sum of chunks' products needs them (docs/compile.md, "Not in chunks of vocabulary columns").
 """
 import statistics
 import sys
@@ -113,21 +115,30 @@ def column_forward(chunks, beside):
     return run
 
 
-def column_backward(chunks):
+def column_backward(chunks, in_float=False):
+    """in_float: the partial products and the weight's gradient in float32 (bmm's out_dtype), as a
+    sum of partial products rounded one by one to bf16 would lose what the one-piece GEMM keeps."""
     columns = padded // chunks
     blocks = logits.view(chunks, tokens, columns)
     weight = w.view(chunks, columns, width)
     scales = torch.rand(chunks, tokens, 1, **bf16)
-    partial = torch.empty(chunks, tokens, width, **bf16)
+    partial = torch.empty(chunks, tokens, width, device="cuda", dtype=torch.float32 if in_float else torch.bfloat16)
     scaled = torch.empty(chunks, tokens, width, **bf16)
-    dw_blocks = dw.view(chunks, columns, width)
+    dw_float = torch.empty(padded, width, device="cuda", dtype=torch.float32)
+    dw_blocks = (dw_float if in_float else dw).view(chunks, columns, width)
 
     def run():
-        torch.bmm(blocks, weight, out=partial)
+        if in_float:
+            torch.bmm(blocks, weight, out_dtype=torch.float32, out=partial)
+        else:
+            torch.bmm(blocks, weight, out=partial)
         partial.mul_(scales)
         torch.sum(partial, 0, out=dx)
         torch.mul(x.unsqueeze(0), scales, out=scaled)
-        torch.bmm(blocks.transpose(1, 2), scaled, out=dw_blocks)
+        if in_float:
+            torch.bmm(blocks.transpose(1, 2), scaled, out_dtype=torch.float32, out=dw_blocks)
+        else:
+            torch.bmm(blocks.transpose(1, 2), scaled, out=dw_blocks)
     return run
 
 
@@ -146,3 +157,8 @@ for chunks in (2, 4, 8, 16):
     for beside in (False, True):
         f = median_ms(graphed(column_forward(chunks, beside)))
         print(f"  {chunks:2d} chunks{' beside' if beside else '       '}      : {f:7.3f} + {b:7.3f} = {f + b:7.3f}")
+    try:
+        b = median_ms(graphed(column_backward(chunks, in_float=True)))
+        print(f"  {chunks:2d} chunks, float32 backward: {b:7.3f}")
+    except (TypeError, RuntimeError) as error:
+        print(f"  {chunks:2d} chunks, float32 backward: not run ({error})")
