@@ -18,6 +18,8 @@ of the chunk's: a softmax's per-chunk normalization) as a second batched GEMM. E
 captured once as a CUDA graph and replayed, so the launches cost what they cost in trainc's step.
 "float32 backward" is that backward with both batched products written in float32 (bmm's out_dtype),
 as a sum of chunks' products needs them (docs/compile.md, "Not in chunks of vocabulary columns").
+Last, one chunk's exp_ right after its GEMM against the same exp_ on a chunk evicted from the L2
+cache: whether the cache holds a chunk's logits for the kernel that reads them next.
 """
 import statistics
 import sys
@@ -162,3 +164,30 @@ for chunks in (2, 4, 8, 16):
         print(f"  {chunks:2d} chunks, float32 backward: {b:7.3f}")
     except (TypeError, RuntimeError) as error:
         print(f"  {chunks:2d} chunks, float32 backward: not run ({error})")
+
+
+def one_chunk(chunks, gemm, exp):
+    """Chunk 0 alone: its GEMM, its exp_, or both (the exp_ reading what the GEMM just wrote)."""
+    columns = padded // chunks
+    block = logits.view(chunks, tokens, columns)[0]
+    weight = w.view(chunks, columns, width)[0]
+
+    def run():
+        if gemm:
+            torch.mm(x, weight.t(), out=block)
+        if exp:
+            block.exp_()
+    return run
+
+
+# Whether a chunk's logits are still in the L2 cache when its exp_ reads them: exp_ after its GEMM
+# (both, less the GEMM alone) against exp_ alone on a chunk the flush has evicted. Equal times mean
+# the exp_ read its chunk from memory either way.
+print(f"one chunk's exp_, {tokens} rows: ms (GEMM, exp_ after the GEMM, exp_ from memory)")
+for chunks in (8, 16):
+    if padded % chunks or (padded // chunks) % 8:
+        continue
+    gemm_alone = median_ms(graphed(one_chunk(chunks, True, False)))
+    both = median_ms(graphed(one_chunk(chunks, True, True)))
+    exp_cold = median_ms(graphed(one_chunk(chunks, False, True)))
+    print(f"  {chunks:2d} chunks ({tokens * padded // chunks * 2 / 1e6:5.1f} MB): {gemm_alone:7.3f} {both - gemm_alone:7.3f} {exp_cold:7.3f}")
