@@ -118,8 +118,10 @@ def column_forward(chunks, beside):
 
 
 def column_backward(chunks, in_float=False):
-    """in_float: the partial products and the weight's gradient in float32 (bmm's out_dtype), as a
-    sum of partial products rounded one by one to bf16 would lose what the one-piece GEMM keeps."""
+    """in_float: the partial products in float32 (bmm's out_dtype), summed in float32 and rounded
+    once, as a sum of partial products rounded one by one to bf16 would lose what the one-piece GEMM
+    keeps; and the weight's gradient in float32, as trainc writes it (the one-piece backward above
+    writes it in bf16: about 6 us less, docs/compile.md)."""
     columns = padded // chunks
     blocks = logits.view(chunks, tokens, columns)
     weight = w.view(chunks, columns, width)
@@ -128,6 +130,7 @@ def column_backward(chunks, in_float=False):
     scaled = torch.empty(chunks, tokens, width, **bf16)
     dw_float = torch.empty(padded, width, device="cuda", dtype=torch.float32)
     dw_blocks = (dw_float if in_float else dw).view(chunks, columns, width)
+    dx_float = torch.empty(tokens, width, device="cuda", dtype=torch.float32)
 
     def run():
         if in_float:
@@ -135,7 +138,11 @@ def column_backward(chunks, in_float=False):
         else:
             torch.bmm(blocks, weight, out=partial)
         partial.mul_(scales)
-        torch.sum(partial, 0, out=dx)
+        if in_float:
+            torch.sum(partial, 0, out=dx_float)  # a bf16 out would round each chunk's product first
+            dx.copy_(dx_float)
+        else:
+            torch.sum(partial, 0, out=dx)
         torch.mul(x.unsqueeze(0), scales, out=scaled)
         if in_float:
             torch.bmm(blocks.transpose(1, 2), scaled, out_dtype=torch.float32, out=dw_blocks)
@@ -182,7 +189,8 @@ def one_chunk(chunks, gemm, exp):
 
 # Whether a chunk's logits are still in the L2 cache when its exp_ reads them: exp_ after its GEMM
 # (both, less the GEMM alone) against exp_ alone on a chunk the flush has evicted. Equal times mean
-# the exp_ read its chunk from memory either way.
+# the exp_ read its chunk from memory either way. One chunk alone, with nothing beside it: with the
+# next chunk's GEMM running beside the exp_, as in "beside" above, its writes compete for the cache.
 print(f"one chunk's exp_, {tokens} rows: ms (GEMM, exp_ after the GEMM, exp_ from memory)")
 for chunks in (8, 16):
     if padded % chunks or (padded // chunks) % 8:
