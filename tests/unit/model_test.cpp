@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -218,6 +219,39 @@ TEST_CASE("evaluation reports exactly the metrics that a run checks metric_for_b
     std::sort(expected.begin(), expected.end());
     CHECK(keys == expected);
   }
+}
+
+TEST_CASE("evaluation starts each batch without autograd though a scripted forward turns it on", "[unit][model]") {
+  // Turned on inside forward, autograd outlives the call: without a guard per batch, every later
+  // batch would run with it on and its logits would carry the history of their graph.
+  test::ScratchDir dir;
+  const std::string path = dir.file("grad_on.pt");
+  const std::string script = dir.write(
+      "grad_on.py",
+      "import torch\n"
+      "class Net(torch.nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.proj = torch.nn.Linear(4, 3)\n"
+      "        self.register_buffer('entered_with_grad', torch.zeros((), dtype=torch.long))\n"
+      "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+      "        if torch.is_grad_enabled():\n"
+      "            self.entered_with_grad += 1\n"
+      "        torch.set_grad_enabled(True)\n"
+      "        return self.proj(x)\n"
+      "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
+  const test::CommandResult made = test::run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  TorchScriptModel model(path, /*language_model=*/false, 3);
+  const TensorDataset data(torch::randn({10, 4}), torch::randint(0, 3, {10}, torch::kLong));
+  const nlohmann::json metrics = evaluate(model, data, 4, torch::kCPU, Precision{}, /*language_model=*/false);  // 3 batches
+  CHECK(std::isfinite(metrics["eval_loss"].get<double>()));
+  const auto buffers = model.named_buffers();
+  const auto counter = std::find_if(buffers.begin(), buffers.end(), [](const auto& named) { return named.first == "entered_with_grad"; });
+  REQUIRE(counter != buffers.end());
+  CHECK(counter->second.item<int64_t>() == 0);
+  CHECK(torch::GradMode::is_enabled());  // the caller's mode is back
 }
 
 TEST_CASE("a scripted forward's waits for the GPU are found by kind, with their lines", "[unit][model]") {
