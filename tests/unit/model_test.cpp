@@ -50,6 +50,17 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> loss_and_grads(const ModelC
   return {loss.detach(), grads};
 }
 
+// The TorchScript file of `net_source`, a Python module defining torch.nn.Module `Net`, scripted
+// and saved by the system's PyTorch into `dir`.
+std::string scripted_net(test::ScratchDir& dir, const std::string& name, const std::string& net_source) {
+  const std::string path = dir.file(name + ".pt");
+  const std::string script = dir.write(name + ".py", net_source + "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
+  const test::CommandResult made = test::run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("gradient checkpointing gives eager's loss and gradients (float32, 1e-5)", "[unit][model]") {
@@ -225,9 +236,8 @@ TEST_CASE("evaluation starts each batch without autograd though a scripted forwa
   // Turned on inside forward, autograd outlives the call: without a guard per batch, every later
   // batch would run with it on and its logits would carry the history of their graph.
   test::ScratchDir dir;
-  const std::string path = dir.file("grad_on.pt");
-  const std::string script = dir.write(
-      "grad_on.py",
+  const std::string path = scripted_net(
+      dir, "grad_on",
       "import torch\n"
       "class Net(torch.nn.Module):\n"
       "    def __init__(self):\n"
@@ -238,11 +248,7 @@ TEST_CASE("evaluation starts each batch without autograd though a scripted forwa
       "        if torch.is_grad_enabled():\n"
       "            self.entered_with_grad += 1\n"
       "        torch.set_grad_enabled(True)\n"
-      "        return self.proj(x)\n"
-      "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
-  const test::CommandResult made = test::run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
-  INFO(made.err);
-  REQUIRE(made.exit_code == 0);
+      "        return self.proj(x)\n");
   TorchScriptModel model(path, /*language_model=*/false, 3);
   const TensorDataset data(torch::randn({10, 4}), torch::randint(0, 3, {10}, torch::kLong));
   const nlohmann::json metrics = evaluate(model, data, 4, torch::kCPU, Precision{}, /*language_model=*/false);  // 3 batches
@@ -258,9 +264,8 @@ TEST_CASE("a scripted forward's waits for the GPU are found by kind, with their 
   // A CUDA graph's capture cannot record a wait: the trainer declines the graphs for these. A
   // branch that training does not take (`if not self.training:`) is not the step's.
   test::ScratchDir dir;
-  const std::string path = dir.file("waits.pt");
-  const std::string script = dir.write(
-      "waits.py",
+  const std::string path = scripted_net(
+      dir, "waits",
       "import torch\n"
       "class Net(torch.nn.Module):\n"
       "    def __init__(self):\n"
@@ -277,11 +282,7 @@ TEST_CASE("a scripted forward's waits for the GPU are found by kind, with their 
       "        r = r + torch.repeat_interleave(x, torch.ones(5, dtype=torch.long), dim=1, output_size=5).sum()\n"  // 14: sized
       "        if not self.training:\n"
       "            r = r + torch.nonzero(x).sum() + x.cpu().sum() + float(x.sum())\n"  // line 16: evaluation only
-      "        return y + 0.0 * (n + u + c.to(y.device) + k + r)\n"
-      "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
-  const test::CommandResult made = test::run_command(std::string(TRAINC_SYSTEM_PYTHON) + " " + script);
-  INFO(made.err);
-  REQUIRE(made.exit_code == 0);
+      "        return y + 0.0 * (n + u + c.to(y.device) + k + r)\n");
   TorchScriptModel model(path, /*language_model=*/false, 3);
   const auto listed = [](const std::vector<ScriptedOp>& ops) {
     std::vector<std::string> lines;
