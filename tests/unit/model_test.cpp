@@ -50,8 +50,8 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> loss_and_grads(const ModelC
   return {loss.detach(), grads};
 }
 
-// The TorchScript file of `net_source`, a Python module defining torch.nn.Module `Net`, scripted
-// and saved by the system's PyTorch into `dir`.
+// The TorchScript file of `net_source`, a Python module defining torch.nn.Module `Net` (ending in
+// a newline), scripted and saved by the system's PyTorch into `dir`.
 std::string scripted_net(test::ScratchDir& dir, const std::string& name, const std::string& net_source) {
   const std::string path = dir.file(name + ".pt");
   const std::string script = dir.write(name + ".py", net_source + "torch.jit.save(torch.jit.script(Net()), '" + path + "')\n");
@@ -233,8 +233,8 @@ TEST_CASE("evaluation reports exactly the metrics that a run checks metric_for_b
 }
 
 TEST_CASE("evaluation starts each batch without autograd though a scripted forward turns it on", "[unit][model]") {
-  // Turned on inside forward, autograd outlives the call: without a guard per batch, every later
-  // batch would run with it on and its logits would carry the history of their graph.
+  // Turned on inside forward, autograd outlives the call: without a guard per batch, batches 2 and
+  // 3 would enter forward with it on (the buffer counts them).
   test::ScratchDir dir;
   const std::string path = scripted_net(
       dir, "grad_on",
@@ -251,13 +251,18 @@ TEST_CASE("evaluation starts each batch without autograd though a scripted forwa
       "        return self.proj(x)\n");
   TorchScriptModel model(path, /*language_model=*/false, 3);
   const TensorDataset data(torch::randn({10, 4}), torch::randint(0, 3, {10}, torch::kLong));
-  const nlohmann::json metrics = evaluate(model, data, 4, torch::kCPU, Precision{}, /*language_model=*/false);  // 3 batches
-  CHECK(std::isfinite(metrics["eval_loss"].get<double>()));
   const auto buffers = model.named_buffers();
   const auto counter = std::find_if(buffers.begin(), buffers.end(), [](const auto& named) { return named.first == "entered_with_grad"; });
   REQUIRE(counter != buffers.end());
-  CHECK(counter->second.item<int64_t>() == 0);
-  CHECK(torch::GradMode::is_enabled());  // the caller's mode is back
+  {
+    torch::NoGradGuard caller;  // a mode the forward does not leave behind, to see it restored
+    const nlohmann::json metrics = evaluate(model, data, 4, torch::kCPU, Precision{}, /*language_model=*/false);  // 3 batches
+    CHECK(std::isfinite(metrics["eval_loss"].get<double>()));
+    CHECK(counter->second.item<int64_t>() == 0);
+    CHECK_FALSE(torch::GradMode::is_enabled());
+  }
+  (void)model.forward(torch::randn({2, 4}));  // with autograd on: the buffer counts
+  CHECK(counter->second.item<int64_t>() == 1);
 }
 
 TEST_CASE("a scripted forward's waits for the GPU are found by kind, with their lines", "[unit][model]") {
