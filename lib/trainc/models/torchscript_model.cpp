@@ -196,13 +196,13 @@ std::vector<ScriptedOp> TorchScriptModel::grad_mode_switches() {
   // run autograd inside the forward, which the trace cannot record. A training step runs with
   // autograd on, so turning it on changes nothing there: `with torch.enable_grad():` and
   // `torch.set_grad_enabled(True)` are left out (the autograd they guard is not).
-  static const std::set<std::string> autograd_runs = {"aten::is_grad_enabled", "aten::grad", "aten::backward", "aten::requires_grad_"};
+  static const std::set<std::string> autograd_ops = {"aten::is_grad_enabled", "aten::grad", "aten::backward", "aten::requires_grad_"};
   torch::jit::Graph& graph = walked_forward();
   const bool training = module_.is_training();
   std::vector<ScriptedOp> found;
   for_each_node(graph.block(), [&](torch::jit::Node* node) {
     const std::string kind = node->kind().toQualString();
-    if (autograd_runs.count(kind)) add_once(found, {kind, place_of(node)});
+    if (autograd_ops.count(kind)) add_once(found, {kind, place_of(node)});
     if (kind == "aten::set_grad_enabled") {
       const c10::optional<c10::IValue> mode = node->inputs().empty() ? c10::nullopt : torch::jit::toIValue(node->inputs()[0]);
       if (!(training && mode && mode->isBool() && mode->toBool())) add_once(found, {kind, place_of(node)});
