@@ -20,6 +20,8 @@
 
 #include "support/checkpoints.h"
 #include "support/command.h"
+#include "support/metrics.h"
+#include "trainc/common/checksum.h"
 
 using namespace trainc::test;
 using Catch::Matchers::Contains;
@@ -327,6 +329,73 @@ TEST_CASE("checkpoints that do not fit or are damaged get a clear error and stay
         run_trainc("--config " + config + " --output-dir " + dir.file("empty") + " --resume-from-checkpoint true");
     CHECK(result.exit_code == 2);
     CHECK_THAT(result.err, Contains("holds no complete checkpoint"));
+  }
+}
+
+// fp16 runs only on a GPU (tests/cuda/fp16_training_test.cpp trains with it); here a checkpoint is
+// given the scaler.json such a run saves, and a resumed run on the CPU must honour it: the steps
+// it says were skipped hold the schedule back, and the state is saved forward.
+TEST_CASE("a checkpoint's scaler.json holds the schedule back by the steps it skipped, and a damaged one is refused", "[e2e][checkpoint]") {
+  ScratchDir dir;
+  const std::string config = dir.write("run.yaml",
+                                       "model: {name: mlp, input_size: 8, hidden_sizes: [16], num_classes: 3}\n"
+                                       "data: {kind: synthetic, num_samples: 64}\nmax_steps: 10\nsave_steps: 5\nlogging_steps: 1\n"
+                                       "learning_rate: 0.01\nwarmup_steps: 2\nlr_scheduler_type: linear\n"
+                                       "eval_strategy: no\nper_device_train_batch_size: 8\n");
+  REQUIRE(run_trainc("--config " + config + " --output-dir " + dir.file("full")).exit_code == 0);
+  const auto rate_at = [](const std::vector<nlohmann::json>& records, int64_t step) {
+    for (const auto& record : records) {
+      if (record.contains("learning_rate") && record["step"] == step) return record["learning_rate"].get<double>();
+    }
+    FAIL("no learning_rate logged at step " << step);
+    return 0.0;
+  };
+  const std::vector<nlohmann::json> full = read_metrics(dir.file("full"));
+  fs::create_directories(dir.file("out"));
+  fs::copy(dir.file("full/checkpoint-5"), dir.file("out/checkpoint-5"), fs::copy_options::recursive);
+  const std::string checkpoint = dir.file("out/checkpoint-5");
+  const auto write_scaler = [&](const std::string& text) {
+    std::ofstream(checkpoint + "/scaler.json") << text;
+    auto info = nlohmann::json::parse(read_text(checkpoint + "/trainc_checkpoint.json"));
+    info["checksums"]["scaler.json"] = trainc::file_checksum(checkpoint + "/scaler.json");
+    std::ofstream(checkpoint + "/trainc_checkpoint.json") << info.dump();
+  };
+  const auto resume = [&] { return run_trainc("--config " + config + " --output-dir " + dir.file("out") + " --resume-from-checkpoint true"); };
+
+  SECTION("two skipped steps: each later step takes the rate of the step two before it") {
+    write_scaler(R"({"scale": 1024.0, "growth_tracker": 3, "skipped_steps": 2})");
+    const CommandResult result = resume();
+    INFO(result.out << result.err);
+    REQUIRE(result.exit_code == 0);
+    const std::vector<nlohmann::json> resumed = read_metrics(dir.file("out"));
+    for (int64_t step = 6; step <= 10; ++step) CHECK(rate_at(resumed, step) == rate_at(full, step - 2));
+    CHECK(rate_at(full, 8) != rate_at(full, 6));  // the control: a decaying rate
+    // Saved forward as it was: this run does not scale its loss, and skipped nothing more.
+    CHECK(nlohmann::json::parse(read_text(dir.file("out/checkpoint-10/scaler.json"))) ==
+          nlohmann::json::parse(R"({"scale": 1024.0, "growth_tracker": 3, "skipped_steps": 2})"));
+    CHECK_FALSE(fs::exists(dir.file("full/checkpoint-10/scaler.json")));  // a run that never skipped has none
+  }
+  SECTION("values no scaler holds") {
+    const std::vector<std::pair<std::string, std::string>> damaged = {
+        {R"({"scale": -1.0, "growth_tracker": 0, "skipped_steps": 0})", "scaler.json: scale is -1.0, expected a number > 0"},
+        {R"({"scale": 1e39, "growth_tracker": 0, "skipped_steps": 0})", "scaler.json: scale is 1e+39, expected a number > 0 that float32 holds"},
+        {R"({"scale": 2.0, "growth_tracker": 2000, "skipped_steps": 0})", "scaler.json: growth_tracker is 2000, expected a whole number below 2000"},
+        {R"({"scale": 2.0, "growth_tracker": 0, "skipped_steps": 6})", "scaler.json: skipped_steps is 6, more than the checkpoint's global_step 5"},
+        {R"({"scale": 2.0, "skipped_steps": 0})", "scaler.json: no growth_tracker"},
+        {R"([2.0])", "scaler.json: not a loss scaler's state (expected a JSON object)"}};
+    for (const auto& [text, message] : damaged) {
+      write_scaler(text);
+      const CommandResult result = resume();
+      CHECK(result.exit_code == 2);
+      CHECK_THAT(result.err, Contains(checkpoint + "/" + message));
+    }
+  }
+  SECTION("a manifest that names a scaler.json that is gone") {
+    write_scaler(R"({"scale": 2.0, "growth_tracker": 0, "skipped_steps": 0})");
+    fs::remove(checkpoint + "/scaler.json");
+    const CommandResult result = resume();
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Contains(checkpoint + "/scaler.json: missing; not a complete trainc checkpoint"));
   }
 }
 

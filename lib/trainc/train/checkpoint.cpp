@@ -232,6 +232,9 @@ std::string save_checkpoint(const std::string& output_dir, Model& model, torch::
     }
     checksums["trainer_state.json"] =
         write_text(temp_dir / "trainer_state.json", state.to_json().dump(2) + "\n", final_dir / "trainer_state.json");
+    if (state.loss_scale) {
+      checksums["scaler.json"] = write_text(temp_dir / "scaler.json", state.loss_scale->to_json().dump(2) + "\n", final_dir / "scaler.json");
+    }
     checksums["run_config.yaml"] = write_text(temp_dir / "run_config.yaml", config_yaml, final_dir / "run_config.yaml");
     const nlohmann::json info = {{"format", kCheckpointFormatName},
                                  {"format_version", kCheckpointFormatVersion},
@@ -342,7 +345,20 @@ TrainerState load_training_state(const std::string& checkpoint_dir, torch::optim
   }
   verify_checksum(info, dir / "run_config.yaml");  // not read back, but part of what was saved
   verify_checksum(info, dir / "trainer_state.json");
-  return TrainerState::from_json(read_json(dir / "trainer_state.json"), (dir / "trainer_state.json").string());
+  TrainerState state = TrainerState::from_json(read_json(dir / "trainer_state.json"), (dir / "trainer_state.json").string());
+  // A checkpoint of a run that neither scaled its loss nor skipped a step has none; one whose
+  // checksums name it must have it.
+  const fs::path scaler = dir / "scaler.json";
+  const auto checksums = info.find("checksums");
+  if (fs::exists(scaler) || (checksums != info.end() && checksums->is_object() && checksums->contains("scaler.json"))) {
+    verify_checksum(info, scaler);
+    state.loss_scale = LossScaleState::from_json(read_json(scaler), scaler.string());
+    if (state.loss_scale->skipped_steps > state.global_step) {
+      throw UserError(scaler.string() + ": skipped_steps is " + std::to_string(state.loss_scale->skipped_steps) +
+                      ", more than the checkpoint's global_step " + std::to_string(state.global_step));
+    }
+  }
+  return state;
 }
 
 std::optional<std::string> newest_checkpoint(const std::string& output_dir, std::vector<std::string>* skipped) {

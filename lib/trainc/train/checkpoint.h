@@ -8,6 +8,7 @@
 //   rng_state.pt            LibTorch generator states (CPU, and each GPU)
 //   rng_state_<rank>.pt     in a data-parallel run, the CPU generator state of each other rank
 //   trainer_state.json      Hugging Face's trainer state: global_step, epoch, log_history, best_*
+//   scaler.json             fp16's loss scale, its growth tracker and the steps skipped (when the state has one)
 //   run_config.yaml         the resolved config of the run
 // A checkpoint is written into a temporary directory and renamed into place, so a crash or a
 // kill during a save leaves the previous checkpoints intact and never a half-written one.

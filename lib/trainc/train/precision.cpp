@@ -35,18 +35,4 @@ Precision resolve_precision(const TrainingArguments& args, c10::Device device) {
   return precision;
 }
 
-bool LossScaler::update(bool gradients_finite) {
-  if (!enabled_) return true;
-  if (!gradients_finite) {
-    scale_ *= 0.5;
-    good_steps_ = 0;
-    return false;
-  }
-  if (++good_steps_ == 2000) {
-    scale_ *= 2.0;
-    good_steps_ = 0;
-  }
-  return true;
-}
-
 }  // namespace trainc

@@ -1,8 +1,7 @@
-// defines: Precision, resolve_precision, LossScaler
+// defines: Precision, resolve_precision
 //
 // bf16 and fp16 follow Hugging Face: autocast around the forward pass and the loss, weights and
-// optimizer state in float32. fp16 also scales the loss (dynamic loss scaling, as
-// torch.cuda.amp.GradScaler does) and skips steps whose gradients overflowed.
+// optimizer state in float32. fp16 also scales the loss (train/loss_scaler).
 #pragma once
 
 #include <c10/core/Device.h>
@@ -26,20 +25,5 @@ struct Precision {
 // As Hugging Face's TrainingArguments: compiling on an Ampere or newer GPU with tf32 unset (and
 // not fp16) turns TF32 matmuls and convolutions on.
 Precision resolve_precision(const TrainingArguments& args, c10::Device device);
-
-class LossScaler {
- public:
-  explicit LossScaler(bool enabled) : enabled_(enabled) {}
-  bool enabled() const { return enabled_; }
-  double scale() const { return enabled_ ? scale_ : 1.0; }
-  // After unscaling: a finite gradient norm lets the step happen and may grow the scale; an
-  // overflow skips the step and halves the scale. Returns whether to step.
-  bool update(bool gradients_finite);
-
- private:
-  bool enabled_;
-  double scale_ = 65536.0;
-  int64_t good_steps_ = 0;
-};
 
 }  // namespace trainc

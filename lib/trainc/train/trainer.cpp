@@ -121,7 +121,9 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
   return loss;
 }
 
-double Trainer::learning_rate_at(int64_t steps_done) const { return args_.learning_rate * schedule_(steps_done); }
+double Trainer::learning_rate_at(int64_t steps_done) const {
+  return args_.learning_rate * schedule_(steps_done - scaler_.skipped_steps());
+}
 
 void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, torch::Tensor& grad_norm) {
   std::vector<torch::Tensor> inputs, targets;
@@ -195,6 +197,7 @@ void Trainer::log_step(double epoch) {
                           {"learning_rate", learning_rate},
                           {"samples_per_second", samples_per_second},
                           {"step_time_ms", step_time_ms}};
+  if (scaler_.enabled()) event["loss_scale"] = scaler_.scale();
   std::string throughput = format_count(samples_per_second) + " samples/s";
   if (data_.language_model) {
     const double tokens_per_second = samples_per_second * static_cast<double>(data_.sample_shape[0]);
@@ -204,7 +207,8 @@ void Trainer::log_step(double epoch) {
   record(event, epoch);
   reporter_->info("step " + std::to_string(state_.global_step) + "/" + std::to_string(plan_.total_steps) + "  epoch " +
                   format_number(epoch, 3) + "  loss " + format_number(loss) + "  lr " + format_number(learning_rate, 3) +
-                  "  grad_norm " + format_number(grad_norm, 3) + "  " + throughput + "  " +
+                  "  grad_norm " + format_number(grad_norm, 3) + (scaler_.enabled() ? "  loss_scale " + format_number(scaler_.scale(), 17) : "") +
+                  "  " + throughput + "  " +
                   format_number(step_time_ms, 3) + " ms/step");
   loss_since_log_.zero_();
   steps_since_log_ = 0;
@@ -246,6 +250,7 @@ void Trainer::maybe_save(bool force) {
   }
   pending_best_.reset();
   check_finite_loss();  // never save the weights of a run that has diverged
+  if (scaler_.enabled() || scaler_.skipped_steps() > 0) state_.loss_scale = scaler_.state();
   // Each rank's dropout stream, so that every rank resumes exactly (a collective).
   const std::vector<torch::Tensor> rank_rng_states =
       data_parallel_ ? data_parallel_->all_gather(at::globalContext().defaultGenerator(c10::Device(c10::kCPU)).get_state())
@@ -436,6 +441,12 @@ int Trainer::train() {
     load_model_weights(*resume_dir, *model_);
     state_ = load_training_state(*resume_dir, *optimizer_, args_.optim, world_.rank);
     check_resumed_step(*resume_dir, state_);
+    if (state_.loss_scale) {
+      scaler_ = LossScaler(args_.fp16, *state_.loss_scale);
+    } else if (args_.fp16) {
+      warnings_.push_back(*resume_dir + " has no scaler.json (saved by a run without fp16): the loss scale starts again at " +
+                          format_number(scaler_.scale(), 17));
+    }
     last_good_checkpoint_ = resume_dir;
     state_.max_steps = plan_.total_steps;
     find_best_checkpoint_beside(state_, *resume_dir, warnings_);
@@ -573,6 +584,11 @@ int Trainer::train() {
   reporter_->info("done: " + std::to_string(state_.global_step) + " steps in " + format_number(runtime, 3) + " s, " +
                   format_count(summary["train_samples_per_second"]) + " samples/s, train_loss " +
                   format_number(summary["train_loss"]) + memory);
+  if (scaler_.skipped_steps() > 0) {
+    reporter_->info("fp16: " + std::to_string(scaler_.skipped_steps()) + " of " + std::to_string(state_.global_step) +
+                    " steps skipped for overflowed gradients (no update, the schedule held); loss scale now " +
+                    format_number(scaler_.scale(), 17));
+  }
   // A record read back from a checkpoint holds null where the value was not finite.
   const auto metric = [](const nlohmann::json& value) { return value.is_number() ? value.get<double>() : std::nan(""); };
   for (auto it = state_.log_history.rbegin(); it != state_.log_history.rend(); ++it) {

@@ -22,6 +22,7 @@
 #include "trainc/distributed/world.h"
 #include "trainc/models/model.h"
 #include "trainc/train/device_step_start.h"
+#include "trainc/train/loss_scaler.h"
 #include "trainc/train/lr_schedule.h"
 #include "trainc/train/precision.h"
 #include "trainc/train/reporter.h"
@@ -53,6 +54,7 @@ class Trainer {
   void check_finite_loss();
   // The learning rate of the step that starts with `steps_done` steps done: the schedule's factor
   // times learning_rate (the one rule for each step's rate, its log record and the device's table).
+  // The schedule stands still on steps fp16 skipped, as Hugging Face's scheduler does.
   double learning_rate_at(int64_t steps_done) const;
   // A 0-dim device tensor's value averaged over the ranks (a collective when data-parallel), on the host.
   double mean_over_ranks(const torch::Tensor& value) const;

@@ -1,13 +1,16 @@
 // defines: TrainerState, kCheckpointFormatVersion
 //
 // What a checkpoint's trainer_state.json holds, with Hugging Face's key names: global_step,
-// epoch, log_history, best_metric, best_model_checkpoint (plus the step intervals it used).
+// epoch, log_history, best_metric, best_model_checkpoint (plus the step intervals it used). The
+// loss scaler's state is kept beside it, in scaler.json.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
+
+#include "trainc/train/loss_scaler.h"
 
 namespace trainc {
 
@@ -24,6 +27,8 @@ struct TrainerState {
   nlohmann::json log_history = nlohmann::json::array();
   std::optional<double> best_metric;
   std::optional<std::string> best_model_checkpoint;
+  // scaler.json: set for a run that scales its loss (fp16) or has skipped steps; not part of to_json.
+  std::optional<LossScaleState> loss_scale;
 
   nlohmann::json to_json() const;
   static TrainerState from_json(const nlohmann::json& json, const std::string& source);
