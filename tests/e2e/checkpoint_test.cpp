@@ -377,8 +377,8 @@ TEST_CASE("a checkpoint's scaler.json holds the schedule back by the steps it sk
   }
   SECTION("values no scaler holds") {
     const std::vector<std::pair<std::string, std::string>> damaged = {
-        {R"({"scale": -1.0, "growth_tracker": 0, "skipped_steps": 0})", "scaler.json: scale is -1.0, expected a number > 0"},
-        {R"({"scale": 1e39, "growth_tracker": 0, "skipped_steps": 0})", "scaler.json: scale is 1e+39, expected a number > 0 that float32 holds"},
+        {R"({"scale": -1.0, "growth_tracker": 0, "skipped_steps": 0})", "scaler.json: scale is -1.0, expected a positive number in float32's range"},
+        {R"({"scale": 1e39, "growth_tracker": 0, "skipped_steps": 0})", "scaler.json: scale is 1e+39, expected a positive number in float32's range (1.2e-38 to 3.4e+38)"},
         {R"({"scale": 2.0, "growth_tracker": 2000, "skipped_steps": 0})", "scaler.json: growth_tracker is 2000, expected a whole number below 2000"},
         {R"({"scale": 2.0, "growth_tracker": 0, "skipped_steps": 6})", "scaler.json: skipped_steps is 6, more than the checkpoint's global_step 5"},
         {R"({"scale": 2.0, "skipped_steps": 0})", "scaler.json: no growth_tracker"},

@@ -61,7 +61,8 @@ TEST_CASE("the scaler's state reads back as written, and values no scaler holds 
     }
     return std::string("no error");
   };
-  CHECK_THAT(error_of(R"({"scale": 0, "growth_tracker": 0, "skipped_steps": 0})"), Contains("ck/scaler.json: scale is 0, expected a number > 0"));
+  CHECK_THAT(error_of(R"({"scale": 0, "growth_tracker": 0, "skipped_steps": 0})"), Contains("ck/scaler.json: scale is 0, expected a positive number in float32's range"));
+  CHECK_THAT(error_of(R"({"scale": 1e-50, "growth_tracker": 0, "skipped_steps": 0})"), Contains("scale is 1e-50, expected a positive number"));
   CHECK_THAT(error_of(R"({"scale": null, "growth_tracker": 0, "skipped_steps": 0})"), Contains("ck/scaler.json: scale is null, expected a number"));
   CHECK_THAT(error_of(R"({"scale": 4, "growth_tracker": 1.5, "skipped_steps": 0})"), Contains("growth_tracker is 1.5, expected a whole number >= 0"));
   CHECK_THAT(error_of(R"({"scale": 4, "growth_tracker": 0, "skipped_steps": -1})"), Contains("skipped_steps is -1, expected a whole number >= 0"));

@@ -16,8 +16,9 @@ LossScaleState LossScaleState::from_json(const nlohmann::json& json, const std::
   if (!json.is_object()) throw UserError(source + ": not a loss scaler's state (expected a JSON object)");
   LossScaleState state;
   state.scale = json_number(json, "scale", source);
-  if (!(state.scale > 0.0) || state.scale > std::numeric_limits<float>::max()) {
-    throw UserError(source + ": scale is " + json["scale"].dump() + ", expected a number > 0 that float32 holds");
+  // The scaled loss is float32: a scale outside its normal range would overflow, or round to 0.
+  if (!(state.scale >= std::numeric_limits<float>::min() && state.scale <= std::numeric_limits<float>::max())) {
+    throw UserError(source + ": scale is " + json["scale"].dump() + ", expected a positive number in float32's range (1.2e-38 to 3.4e+38)");
   }
   state.growth_tracker = json_whole_number(json, "growth_tracker", source, 0);
   if (state.growth_tracker >= LossScaler::kGrowthInterval) {

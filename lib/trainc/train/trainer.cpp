@@ -250,7 +250,8 @@ void Trainer::maybe_save(bool force) {
   }
   pending_best_.reset();
   check_finite_loss();  // never save the weights of a run that has diverged
-  if (scaler_.enabled() || scaler_.skipped_steps() > 0) state_.loss_scale = scaler_.state();
+  // Kept while it matters: for fp16's scale, or for the steps skipped, which the schedule discounts.
+  state_.loss_scale = scaler_.enabled() || scaler_.skipped_steps() > 0 ? std::optional<LossScaleState>(scaler_.state()) : std::nullopt;
   // Each rank's dropout stream, so that every rank resumes exactly (a collective).
   const std::vector<torch::Tensor> rank_rng_states =
       data_parallel_ ? data_parallel_->all_gather(at::globalContext().defaultGenerator(c10::Device(c10::kCPU)).get_state())
@@ -444,7 +445,7 @@ int Trainer::train() {
     if (state_.loss_scale) {
       scaler_ = LossScaler(args_.fp16, *state_.loss_scale);
     } else if (args_.fp16) {
-      warnings_.push_back(*resume_dir + " has no scaler.json (saved by a run without fp16): the loss scale starts again at " +
+      warnings_.push_back(*resume_dir + " has no scaler.json (saved by a run without fp16, or by a trainc that did not keep the scale): the loss scale starts again at " +
                           format_number(scaler_.scale(), 17));
     }
     last_good_checkpoint_ = resume_dir;
@@ -586,8 +587,8 @@ int Trainer::train() {
                   format_number(summary["train_loss"]) + memory);
   if (scaler_.skipped_steps() > 0) {
     reporter_->info("fp16: " + std::to_string(scaler_.skipped_steps()) + " of " + std::to_string(state_.global_step) +
-                    " steps skipped for overflowed gradients (no update, the schedule held); loss scale now " +
-                    format_number(scaler_.scale(), 17));
+                    " steps skipped for overflowed gradients (no update, the schedule held)" +
+                    (scaler_.enabled() ? "; loss scale now " + format_number(scaler_.scale(), 17) : ""));
   }
   // A record read back from a checkpoint holds null where the value was not finite.
   const auto metric = [](const nlohmann::json& value) { return value.is_number() ? value.get<double>() : std::nan(""); };

@@ -54,7 +54,9 @@ class Trainer {
   void check_finite_loss();
   // The learning rate of the step that starts with `steps_done` steps done: the schedule's factor
   // times learning_rate (the one rule for each step's rate, its log record and the device's table).
-  // The schedule stands still on steps fp16 skipped, as Hugging Face's scheduler does.
+  // The schedule stands still on steps fp16 skipped, as Hugging Face's scheduler does: the steps
+  // skipped so far are subtracted, which holds for steps ahead (the device's table) only because
+  // fp16 never runs under CUDA graphs (backends/registry refuses it).
   double learning_rate_at(int64_t steps_done) const;
   // A 0-dim device tensor's value averaged over the ranks (a collective when data-parallel), on the host.
   double mean_over_ranks(const torch::Tensor& value) const;
