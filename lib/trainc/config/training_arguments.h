@@ -47,7 +47,7 @@ using StringList = std::vector<std::string>;
   X(int64_t, seed, 42, "", "", "Seed for model initialization, dropout and (without data_seed) data order") \
   X(std::optional<int64_t>, data_seed, std::nullopt, "", "", "Seed for data shuffling; defaults to seed") \
   X(bool, bf16, false, "", "", "Train with bfloat16 autocast") \
-  X(bool, fp16, false, "", "", "Train with float16 autocast and loss scaling") \
+  X(bool, fp16, false, "", "", "Train with float16 autocast and dynamic loss scaling, as GradScaler (GPU only; docs/running.md, fp16)") \
   X(std::optional<bool>, tf32, std::nullopt, "", "", "Allow TF32 matmuls on Ampere or newer GPUs") \
   X(std::string, logging_strategy, "steps", "no|steps|epoch", "", "When to log training metrics; epoch also logs at a last step inside an epoch") \
   X(double, logging_steps, 500.0, "", "", "Log every N steps; a value in (0, 1) is a ratio of the total steps") \
