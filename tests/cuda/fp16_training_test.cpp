@@ -35,13 +35,6 @@ const char* const kConfig =
     "learning_rate: 0.003\nwarmup_steps: 4\nlr_scheduler_type: cosine\nweight_decay: 0.1\ntf32: false\n"
     "per_device_train_batch_size: 8\nlogging_steps: 1\nmax_steps: 24\nsave_steps: 12\n";
 
-void write_file(const std::string& path, const std::string& text) {
-  FILE* file = std::fopen(path.c_str(), "wb");
-  REQUIRE(file != nullptr);
-  std::fputs(text.c_str(), file);
-  std::fclose(file);
-}
-
 // The records of a run's metrics.jsonl that log a training step, by step (index 0: step 1).
 std::vector<nlohmann::json> step_records(const std::string& metrics_path) {
   std::vector<nlohmann::json> records;
@@ -60,13 +53,6 @@ std::vector<double> logged_grad_norms(const std::string& metrics_path) {
   return norms;
 }
 
-double largest_relative_difference(const std::vector<double>& got, const std::vector<double>& expected) {
-  REQUIRE(got.size() == expected.size());
-  double largest = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) largest = std::max(largest, std::abs(got[i] - expected[i]) / std::abs(expected[i]));
-  return largest;
-}
-
 nlohmann::json scaler_state(const std::string& checkpoint) { return nlohmann::json::parse(read_text_file(checkpoint + "/scaler.json")); }
 
 TraincRun required_run(const Scratch& scratch, const std::string& name, const std::string& arguments) {
@@ -80,7 +66,7 @@ TraincRun required_run(const Scratch& scratch, const std::string& name, const st
 
 TEST_CASE("fp16 trains as float32 does, compiled as eager, and resumes with its loss scale", "[cuda][train][fp16]") {
   Scratch scratch;
-  write_file(scratch.file("run.yaml"), kConfig);
+  write_text_file(scratch.file("run.yaml"), kConfig);
   const std::string base = "--config " + scratch.file("run.yaml");
   required_run(scratch, "fp32", base);
   const TraincRun fp16 = required_run(scratch, "fp16", base + " --fp16");
@@ -118,7 +104,7 @@ TEST_CASE("fp16 trains as float32 does, compiled as eager, and resumes with its 
 
 TEST_CASE("fp16 skips the steps whose gradients overflow, halving the scale, and the schedule holds on them", "[cuda][train][fp16]") {
   Scratch scratch;
-  write_file(scratch.file("run.yaml"), kConfig);
+  write_text_file(scratch.file("run.yaml"), kConfig);
   const std::string base = "--config " + scratch.file("run.yaml") + " --fp16";
   const TraincRun fp16 = required_run(scratch, "fp16", base);
   REQUIRE_THAT(fp16.out, !Contains("steps skipped"));  // the reference rates are the schedule's own
@@ -126,10 +112,10 @@ TEST_CASE("fp16 skips the steps whose gradients overflow, halving the scale, and
   const std::string checkpoint = scratch.file("edited/checkpoint-12");
   REQUIRE(std::system(("mkdir -p " + scratch.file("edited") + " && cp -r " + scratch.file("fp16/checkpoint-12") + " " + checkpoint).c_str()) == 0);
   const double first_scale = 268435456.0;  // 2^28
-  write_file(checkpoint + "/scaler.json", nlohmann::json({{"scale", first_scale}, {"growth_tracker", 0}, {"skipped_steps", 0}}).dump());
+  write_text_file(checkpoint + "/scaler.json", nlohmann::json({{"scale", first_scale}, {"growth_tracker", 0}, {"skipped_steps", 0}}).dump());
   auto manifest = nlohmann::json::parse(read_text_file(checkpoint + "/trainc_checkpoint.json"));
   manifest["checksums"]["scaler.json"] = trainc::file_checksum(checkpoint + "/scaler.json");
-  write_file(checkpoint + "/trainc_checkpoint.json", manifest.dump());
+  write_text_file(checkpoint + "/trainc_checkpoint.json", manifest.dump());
   const TraincRun overflow = required_run(scratch, "overflow", base + " --resume-from-checkpoint " + checkpoint);
 
   const nlohmann::json saved = scaler_state(scratch.file("overflow/checkpoint-24"));

@@ -34,21 +34,7 @@ const char* const kConfig =
     "learning_rate: 0.003\nwarmup_steps: 4\nlr_scheduler_type: cosine\nweight_decay: 0.1\ntf32: false\n"
     "per_device_train_batch_size: 8\nlogging_steps: 1\nmax_steps: 24\nsave_steps: 12\n";
 
-void write_config(const Scratch& scratch, const char* text = kConfig) {
-  FILE* config = std::fopen(scratch.file("run.yaml").c_str(), "wb");
-  REQUIRE(config != nullptr);
-  std::fputs(text, config);
-  std::fclose(config);
-}
-
-double largest_relative_difference(const std::vector<double>& got, const std::vector<double>& expected, std::size_t first = 0) {
-  REQUIRE(got.size() == expected.size() - first);
-  double largest = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    largest = std::max(largest, std::abs(got[i] - expected[first + i]) / std::abs(expected[first + i]));
-  }
-  return largest;
-}
+void write_config(const Scratch& scratch, const char* text = kConfig) { write_text_file(scratch.file("run.yaml"), text); }
 
 // The runs both tests below compare, each required to succeed, in `scratch`: under `graphs`, each
 // step started on the device ("started"), the same with the rate written before each replay

@@ -1,4 +1,5 @@
-// defines: read_text_file, TraincRun, run_trainc_in, logged_losses_in, largest_weight_difference
+// defines: read_text_file, write_text_file, TraincRun, run_trainc_in, logged_losses_in,
+//          largest_relative_difference, largest_weight_difference
 //
 // The real binary run from the CUDA test binaries, and what it wrote read back, through C stdio,
 // the shell and LibTorch's archives only (those binaries avoid std::filesystem and the e2e helpers:
@@ -14,6 +15,7 @@
 #include <torch/serialize.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,6 +33,14 @@ inline std::string read_text_file(const std::string& path) {
     std::fclose(file);
   }
   return text;
+}
+
+// Writes `text` as the whole file.
+inline void write_text_file(const std::string& path, const std::string& text) {
+  FILE* file = std::fopen(path.c_str(), "wb");
+  REQUIRE(file != nullptr);
+  std::fputs(text.c_str(), file);
+  std::fclose(file);
 }
 
 struct TraincRun {
@@ -58,6 +68,14 @@ inline std::vector<double> logged_losses_in(const std::string& metrics_path) {
     if (event.contains("loss")) losses.push_back(event["loss"].get<double>());
   }
   return losses;
+}
+
+// The largest |got - expected| / |expected| over two series of the same length.
+inline double largest_relative_difference(const std::vector<double>& got, const std::vector<double>& expected) {
+  REQUIRE(got.size() == expected.size());
+  double largest = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) largest = std::max(largest, std::abs(got[i] - expected[i]) / std::abs(expected[i]));
+  return largest;
 }
 
 // The largest difference between two checkpoints' model tensors.

@@ -15,6 +15,8 @@ std::vector<std::string> evaluation_metrics(bool language_model) {
   return {"eval_loss", language_model ? "eval_perplexity" : "eval_accuracy", "eval_runtime", "eval_samples_per_second"};
 }
 
+std::string best_metric_key(const std::string& metric) { return metric.rfind("eval_", 0) == 0 ? metric : "eval_" + metric; }
+
 nlohmann::json evaluate(Model& model, const Dataset& dataset, int64_t batch_size, torch::Device device,
                         const Precision& precision, bool language_model) {
   const auto start = std::chrono::steady_clock::now();

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace trainc {
@@ -36,6 +37,11 @@ class LossScaler {
   double scale() const { return enabled_ ? state_.scale : 1.0; }
   int64_t skipped_steps() const { return state_.skipped_steps; }
   const LossScaleState& state() const { return state_; }
+  // What a checkpoint keeps (scaler.json): the state while it matters, for fp16's scale or for the
+  // steps skipped, which the schedule discounts; nothing otherwise.
+  std::optional<LossScaleState> checkpointed() const {
+    return enabled_ || state_.skipped_steps > 0 ? std::optional<LossScaleState>(state_) : std::nullopt;
+  }
   // After the gradients were unscaled: finite ones let the step happen (and, the 2000th time in a
   // row, double the scale); an overflow skips the step and halves the scale. Returns whether to step.
   bool update(bool gradients_finite);
