@@ -38,6 +38,25 @@ TEST_CASE("the loss scale grows only while float32 holds it", "[fp16]") {
   CHECK(scaler.state().growth_tracker == 0);
 }
 
+TEST_CASE("the scaler is exhausted once overflows halve the scale below float32's range, and not before", "[fp16]") {
+  LossScaler scaler(true);
+  int halvings = 0;
+  while (!scaler.exhausted()) {
+    // Every state the run continues from is one a checkpoint keeps and a resume reads back.
+    REQUIRE(LossScaleState::from_json(scaler.state().to_json(), "scaler.json").scale == scaler.scale());
+    REQUIRE(halvings < 1000);
+    CHECK_FALSE(scaler.update(false));
+    ++halvings;
+  }
+  // 2^16 down to float32's smallest normal number, 2^-126, is 142 halvings; the 143rd leaves its range.
+  CHECK(halvings == 143);
+  CHECK(scaler.scale() == 0x1p-127);
+  CHECK(scaler.skipped_steps() == 143);
+  CHECK_THROWS_WITH(LossScaleState::from_json(scaler.state().to_json(), "scaler.json"), Contains("scale is"));
+  CHECK_FALSE(LossScaler(true, {0x1p-126, 0, 0}).exhausted());
+  CHECK_FALSE(LossScaler(false, {0x1p-127, 0, 0}).exhausted());  // a scaler without fp16 scales by 1
+}
+
 TEST_CASE("a scaler without fp16 scales by 1 and skips nothing, but keeps the steps skipped before", "[fp16]") {
   LossScaler scaler(false, {1024.0, 7, 3});
   CHECK(scaler.scale() == 1.0);

@@ -45,4 +45,6 @@ bool LossScaler::update(bool gradients_finite) {
   return true;
 }
 
+bool LossScaler::exhausted() const { return enabled_ && state_.scale < std::numeric_limits<float>::min(); }
+
 }  // namespace trainc

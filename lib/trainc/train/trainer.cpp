@@ -148,6 +148,15 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
   grad_norm = clip_grad_norm(parameters_, args_.max_grad_norm);
   // fp16 decides on the host whether the gradients overflowed: one sync per step, as GradScaler.
   const bool take_step = !scaler_.enabled() || scaler_.update(std::isfinite(grad_norm.item<double>()));
+  // Stopped before any save, so that no checkpoint holds a scale a resume would refuse.
+  if (scaler_.exhausted()) {
+    throw UserError("fp16: gradients not finite at step " + std::to_string(state_.global_step + 1) +
+                        " and the loss scale halved to " + format_number(scaler_.scale(), 3) +
+                        ", below float32's range: no scale makes them finite, so the model itself makes NaN or inf (" +
+                        std::to_string(scaler_.skipped_steps()) + " steps skipped); stopping. Last good checkpoint: " +
+                        last_good_checkpoint_.value_or("none") + " (try bf16, a lower learning_rate or a max_grad_norm)",
+                    kExitFailure);
+  }
   if (take_step) {
     set_learning_rate(*optimizer_, learning_rate);
     optimizer_->step();
