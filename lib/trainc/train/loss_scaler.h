@@ -45,10 +45,10 @@ class LossScaler {
   // After the gradients were unscaled: finite ones let the step happen (and, the 2000th time in a
   // row, double the scale); an overflow skips the step and halves the scale. Returns whether to step.
   bool update(bool gradients_finite);
-  // Whether overflows have halved the scale below float32's smallest normal number, where the
-  // scaled loss (float32) cannot hold it: gradients still not finite there are not an overflow a
-  // smaller scale cures but NaN or inf from the model, and the run has stopped learning. Every
-  // scale above it is one a checkpoint can keep and a resume can read (LossScaleState::from_json).
+  // Whether overflows have halved the scale below float32's smallest normal number (2^-126): gradients
+  // still not finite at such a scale are not an overflow a smaller scale cures but NaN or inf from
+  // the model, and every later step would be skipped. Every scale at or above it is one a
+  // checkpoint can keep and a resume reads back (LossScaleState::from_json refuses the rest).
   bool exhausted() const;
 
  private:

@@ -148,20 +148,23 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
   grad_norm = clip_grad_norm(parameters_, args_.max_grad_norm);
   // fp16 decides on the host whether the gradients overflowed: one sync per step, as GradScaler.
   const bool take_step = !scaler_.enabled() || scaler_.update(std::isfinite(grad_norm.item<double>()));
-  // Stopped before any save, so that no checkpoint holds a scale a resume would refuse.
-  if (scaler_.exhausted()) {
-    throw UserError("fp16: gradients not finite at step " + std::to_string(state_.global_step + 1) +
-                        " and the loss scale halved to " + format_number(scaler_.scale(), 3) +
-                        ", below float32's range: no scale makes them finite, so the model itself makes NaN or inf (" +
-                        std::to_string(scaler_.skipped_steps()) + " steps skipped); stopping. Last good checkpoint: " +
-                        last_good_checkpoint_.value_or("none") + " (try bf16, a lower learning_rate or a max_grad_norm)",
-                    kExitFailure);
-  }
   if (take_step) {
     set_learning_rate(*optimizer_, learning_rate);
     optimizer_->step();
   }
   optimizer_->zero_grad();
+}
+
+void Trainer::check_loss_scale() {
+  if (!scaler_.exhausted()) return;
+  // A forward that made NaN or inf is the likelier cause, and its message names the step it began at.
+  check_finite_loss();
+  throw UserError("fp16: gradients not finite at step " + std::to_string(state_.global_step) + " and the loss scale halved to " +
+                      format_number(scaler_.scale(), 3) + ", below float32's normal range: no scale makes them finite, so the " +
+                      "model itself makes NaN or inf in its backward (" + std::to_string(scaler_.skipped_steps()) +
+                      " steps skipped in all); stopping. Last good checkpoint: " + last_good_checkpoint_.value_or("none") +
+                      " (try bf16 or a lower learning_rate)",
+                  kExitFailure);
 }
 
 void Trainer::check_finite_loss() {
@@ -347,6 +350,7 @@ int Trainer::train() {
       if (trace_) trace_->after_step(state_.global_step);
       if (!step_start_) track_step_loss(loss, state_.global_step, loss_since_log_, loss_total_, first_nonfinite_step_);  // else the step's own
       if (!device_.is_cuda()) check_finite_loss();  // free on the CPU: stop at the very step
+      check_loss_scale();  // before any save, so that no checkpoint keeps a scale a resume would refuse
       ++steps_since_log_;
       ++steps_this_run_;
       samples_since_log_ += samples;

@@ -52,6 +52,8 @@ class Trainer {
   // Throws (exit 1) if any step so far had a non-finite loss. A host sync: called at every step on
   // the CPU, and before each log record, evaluation and save on a GPU.
   void check_finite_loss();
+  // fp16: stops the run (exit 1) once overflows have exhausted the loss scale (LossScaler::exhausted).
+  void check_loss_scale();
   // The learning rate of the step that starts with `steps_done` steps done: the schedule's factor
   // times learning_rate (the one rule for each step's rate, its log record and the device's table).
   // The schedule stands still on steps fp16 skipped, as Hugging Face's scheduler does: the steps
