@@ -3,7 +3,9 @@
 // and against fp16 compiled by the default backend; its scaler state saved in each checkpoint and
 // restored on resume; and, from a checkpoint whose scale is set far too high, the steps whose
 // gradients overflow skipped, the scale halved at each, and the schedule held on them, as
-// torch.cuda.amp.GradScaler inside Hugging Face's Trainer does.
+// torch.cuda.amp.GradScaler inside Hugging Face's Trainer does. And a scripted model whose
+// gradients are NaN at every scale: the run stops once the scale leaves float32's normal range,
+// before a checkpoint keeps it.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,6 +16,7 @@
 
 #include "support/posix_scratch_dir.h"
 #include "support/posix_trainc_runs.h"
+#include "support/scripted_classifier.h"
 #include "trainc/common/checksum.h"
 
 using Catch::Matchers::Contains;
@@ -150,4 +153,38 @@ TEST_CASE("fp16 skips the steps whose gradients overflow, halving the scale, and
   CHECK(saved["growth_tracker"].get<int64_t>() == 24 - last_skipped_step);  // finite steps since the last halving
   // The control: the schedule moves between those steps, so a rate taken from the wrong step differs.
   CHECK(reference[12]["learning_rate"] != reference[12 - skipped]["learning_rate"]);
+}
+
+TEST_CASE("fp16 stops a run whose gradients no loss scale makes finite, before a checkpoint keeps that scale", "[cuda][train][fp16]") {
+  // sqrt(y * 0) adds 0 to the logits, but its backward is inf times 0: every step's gradients are
+  // NaN while its loss stays finite. Each step then halves the scale, from 2^16 to 2^-126 at step
+  // 142; step 143 takes it below float32's normal range, where the run must stop. A save is due
+  // at step 143 too (every 11 steps): it must not happen, and the last good checkpoint is 132's.
+  Scratch scratch;
+  const std::string module = scripted_classifier(scratch, "nan_backward", "        return y + torch.sqrt(y * 0.0)\n");
+  const std::string rows = write_classifier_rows(scratch);
+  write_text_file(scratch.file("run.yaml"), "model: {name: torchscript, path: " + module + ", num_classes: 3}\n"
+                                            "data: {kind: csv, train_path: " + rows + "}\n"
+                                            "per_device_train_batch_size: 8\neval_strategy: 'no'\nmax_steps: 200\n"
+                                            "save_steps: 11\nlogging_steps: 10\nlearning_rate: 0.01\ntf32: false\nfp16: true\n");
+  const std::string base = "--config " + scratch.file("run.yaml");
+  const std::string stop = "fp16: gradients not finite at step 143 and the loss scale halved to 5.88e-39, below float32's normal range";
+
+  const TraincRun stopped = run_trainc_in(scratch, "stopped", base);
+  INFO(stopped.out);
+  CHECK(stopped.exit_code == 1);
+  CHECK_THAT(stopped.out, Contains(stop) && Contains("(143 steps skipped in all)"));
+  CHECK_THAT(stopped.out, Contains("Last good checkpoint: " + scratch.file("stopped/checkpoint-132")));
+  CHECK_THAT(stopped.out, !Contains("non-finite loss"));
+  CHECK(std::system(("test -e " + scratch.file("stopped/checkpoint-143")).c_str()) != 0);
+  const nlohmann::json saved = scaler_state(scratch.file("stopped/checkpoint-132"));
+  CHECK(saved["scale"].get<double>() == std::ldexp(1.0, 16 - 132));
+  CHECK(saved["skipped_steps"].get<int64_t>() == 132);
+
+  // Resumed, the scale goes on from the checkpoint's: the run stops at the same step.
+  const TraincRun resumed = run_trainc_in(scratch, "resumed", base + " --resume-from-checkpoint " + scratch.file("stopped/checkpoint-132"));
+  INFO(resumed.out);
+  CHECK(resumed.exit_code == 1);
+  CHECK_THAT(resumed.out, Contains(stop));
+  CHECK(std::system(("test -e " + scratch.file("resumed/checkpoint-143")).c_str()) != 0);
 }

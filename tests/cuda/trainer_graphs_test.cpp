@@ -18,6 +18,7 @@
 
 #include "support/posix_scratch_dir.h"
 #include "support/posix_trainc_runs.h"
+#include "support/scripted_classifier.h"
 
 using Catch::Matchers::Contains;
 using namespace trainc::test;
@@ -137,44 +138,11 @@ TEST_CASE("graphs whose steps start on the device take the schedule's rates past
   CHECK(resumed_weights < 1e-6);
 }
 
-// A TorchScript classifier of 5 features and 3 classes, scripted by Python (the device's, with
-// torch) into <scratch>/<name>.pt, whose forward is `body` over y = proj(tanh(x)); its path. The
-// script is <name>.py, run from its folder: `name` must not be a module torch imports ("copy").
-std::string scripted_classifier(const Scratch& scratch, const std::string& name, const std::string& body) {
-  const std::string module = scratch.file(name + ".pt");
-  FILE* script = std::fopen(scratch.file(name + ".py").c_str(), "wb");
-  REQUIRE(script != nullptr);
-  std::fputs(("import torch\n"
-              "class Net(torch.nn.Module):\n"
-              "    def __init__(self):\n"
-              "        super().__init__()\n"
-              "        self.proj = torch.nn.Linear(5, 3)\n"
-              "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
-              "        y = self.proj(torch.tanh(x))\n" +
-              body +
-              "torch.manual_seed(0)\n"
-              "torch.jit.save(torch.jit.script(Net()), '" + module + "')\n")
-                 .c_str(),
-             script);
-  std::fclose(script);
-  REQUIRE(std::system(("python3 " + scratch.file(name + ".py")).c_str()) == 0);
-  return module;
-}
-
 // Trains 12 steps of `module` on 64 rows whose first feature takes both signs; writes the config.
 void write_classifier_config(const Scratch& scratch, const std::string& module) {
-  FILE* csv = std::fopen(scratch.file("train.csv").c_str(), "wb");
-  REQUIRE(csv != nullptr);
-  std::fputs("f0,f1,f2,f3,f4,label\n", csv);
-  for (int row = 0; row < 64; ++row) {
-    double features[5];
-    for (int k = 0; k < 5; ++k) features[k] = std::sin(1.7 * row + 0.9 * k + 0.3 * row * k);
-    std::fprintf(csv, "%.6f,%.6f,%.6f,%.6f,%.6f,%d\n", features[0], features[1], features[2], features[3], features[4],
-                 features[1] + features[2] > 0 ? (features[3] > 0 ? 2 : 1) : 0);
-  }
-  std::fclose(csv);
+  const std::string rows = write_classifier_rows(scratch);
   write_config(scratch, ("model: {name: torchscript, path: " + module + ", num_classes: 3}\n"
-                         "data: {kind: csv, train_path: " + scratch.file("train.csv") + "}\n"
+                         "data: {kind: csv, train_path: " + rows + "}\n"
                          "per_device_train_batch_size: 8\neval_strategy: 'no'\nsave_strategy: 'no'\nmax_steps: 12\n"
                          "logging_steps: 1\nlearning_rate: 0.01\ntf32: false\n")
                             .c_str());
