@@ -185,6 +185,7 @@ TEST_CASE("fp16 stops a run whose gradients no loss scale makes finite, before a
   const TraincRun resumed = run_trainc_in(scratch, "resumed", base + " --resume-from-checkpoint " + scratch.file("stopped/checkpoint-132"));
   INFO(resumed.out);
   CHECK(resumed.exit_code == 1);
-  CHECK_THAT(resumed.out, Contains(stop));
+  CHECK_THAT(resumed.out, Contains(stop) && Contains("(143 steps skipped in all)"));  // the checkpoint's 132 kept
+  CHECK_THAT(resumed.out, Contains("Last good checkpoint: " + scratch.file("stopped/checkpoint-132")));
   CHECK(std::system(("test -e " + scratch.file("resumed/checkpoint-143")).c_str()) != 0);
 }

@@ -1,3 +1,5 @@
+// defines: scripted_classifier, write_classifier_rows
+//
 // A TorchScript classifier scripted by the GPU machine's Python, and rows for it, for the CUDA
 // tests that train a model whose forward is theirs to write (trainer_graphs_test, fp16_training_test).
 #pragma once
