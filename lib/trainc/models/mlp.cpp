@@ -4,6 +4,8 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
+#include <string>
+
 namespace trainc {
 
 namespace {
@@ -25,6 +27,19 @@ MlpImpl::MlpImpl(const ModelConfig& config) {
   }
   layers_->push_back(torch::nn::Linear(width, config.num_classes));
   register_module("layers", layers_);
+}
+
+std::string mlp_alternative_checkpoint_name(const ModelConfig& config, const std::string& name) {
+  const std::string prefix = "layers.";
+  const std::size_t dot = name.find('.', prefix.size());
+  if (name.compare(0, prefix.size(), prefix) != 0 || dot == std::string::npos || dot == prefix.size()) return name;
+  const std::string digits = name.substr(prefix.size(), dot - prefix.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) return name;
+  const int64_t index = std::stoll(digits);
+  // Modules a hidden layer takes in layers_ (the constructor above), with dropout and without.
+  const int64_t stride = config.dropout > 0 ? 3 : 2, other_stride = config.dropout > 0 ? 2 : 3;
+  if (index % stride != 0) return name;  // not a Linear: it holds no tensor
+  return prefix + std::to_string(index / stride * other_stride) + name.substr(dot);
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& inputs) { return layers_->forward(inputs.flatten(1)); }

@@ -7,6 +7,7 @@
 
 #include <torch/nn/module.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -58,6 +59,11 @@ class Model {
   // models have none.
   virtual std::vector<ScriptedOp> value_sized_results() { return {}; }
   virtual std::vector<ScriptedOp> host_copies() { return {}; }
+  // The name a tensor has when the same model is built with a setting that changes no tensor, only
+  // the names (the MLP numbers its layers by whether it has dropout): a checkpoint that lacks some
+  // of the model's names is read under these when it holds all of them. `name` itself for a model
+  // whose names depend on no such setting.
+  virtual std::string alternative_checkpoint_name(const std::string& name) const { return name; }
 
   int64_t parameter_count();
 };
@@ -77,14 +83,18 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, const ModelInputs& 
 template <typename ModuleHolder>
 class ModuleModel : public Model {
  public:
-  ModuleModel(ModuleHolder module, std::string description)
-      : module_(std::move(module)), description_(std::move(description)) {}
+  using NameMapping = std::function<std::string(const std::string&)>;
+  ModuleModel(ModuleHolder module, std::string description, NameMapping alternative_names = {})
+      : module_(std::move(module)), description_(std::move(description)), alternative_names_(std::move(alternative_names)) {}
   torch::Tensor forward(const torch::Tensor& inputs) override { return module_->forward(inputs); }
   std::vector<NamedTensor> named_parameters() override { return to_vector(module_->named_parameters()); }
   std::vector<NamedTensor> named_buffers() override { return to_vector(module_->named_buffers()); }
   void set_training(bool training) override { module_->train(training); }
   void to(torch::Device device) override { module_->to(device); }
   std::string describe() const override { return description_; }
+  std::string alternative_checkpoint_name(const std::string& name) const override {
+    return alternative_names_ ? alternative_names_(name) : name;
+  }
 
  private:
   static std::vector<NamedTensor> to_vector(const torch::OrderedDict<std::string, torch::Tensor>& dict) {
@@ -94,6 +104,7 @@ class ModuleModel : public Model {
   }
   ModuleHolder module_;
   std::string description_;
+  NameMapping alternative_names_;
 };
 
 }  // namespace trainc

@@ -30,9 +30,11 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, const ModelInputs& 
       throw UserError("model.input_size: got " + std::to_string(config.input_size) + ", but the data has " +
                       std::to_string(features) + " features per sample (shape " + shape_text() + ")");
     }
-    return std::make_unique<ModuleModel<Mlp>>(Mlp(config), "mlp " + std::to_string(config.input_size) + " -> " +
-                                                               c10::str(c10::IntArrayRef(config.hidden_sizes)) + " -> " +
-                                                               std::to_string(config.num_classes));
+    return std::make_unique<ModuleModel<Mlp>>(
+        Mlp(config),
+        "mlp " + std::to_string(config.input_size) + " -> " + c10::str(c10::IntArrayRef(config.hidden_sizes)) + " -> " +
+            std::to_string(config.num_classes),
+        [config](const std::string& name) { return mlp_alternative_checkpoint_name(config, name); });
   }
   if (config.name == "cnn") {
     const std::vector<int64_t> expected = {config.in_channels, 28, 28};

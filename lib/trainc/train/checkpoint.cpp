@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <functional>
 #include <set>
 #include <type_traits>
 
@@ -275,26 +276,47 @@ void load_model_weights(const std::string& checkpoint_dir, Model& model) {
   torch::serialize::InputArchive archive;
   load_archive(archive, info, path);
   torch::NoGradGuard no_grad;
+  const std::vector<NamedTensor> parameters = model.named_parameters();
+  const std::vector<NamedTensor> buffers = model.named_buffers();
+  // The names the checkpoint holds the tensors under: the model's own, or, for a checkpoint that
+  // lacks some of them but holds every one of the model's alternative names, those (an MLP saved
+  // with dropout's setting the other way round).
+  const std::vector<std::string> keys = archive.keys();
+  const std::set<std::string> stored(keys.begin(), keys.end());
+  const auto holds_all = [&](const std::function<std::string(const std::string&)>& stored_name) {
+    for (const auto* tensors : {&parameters, &buffers}) {
+      for (const auto& [name, tensor] : *tensors) {
+        if (!stored.count(stored_name(name))) return false;
+      }
+    }
+    return true;
+  };
+  const std::function<std::string(const std::string&)> own = [](const std::string& name) { return name; };
+  const std::function<std::string(const std::string&)> alternative = [&model](const std::string& name) {
+    return model.alternative_checkpoint_name(name);
+  };
+  const auto& stored_name = !holds_all(own) && holds_all(alternative) ? alternative : own;
   auto restore = [&](const std::vector<NamedTensor>& tensors, bool is_buffer) {
     for (const auto& [name, target] : tensors) {
-      torch::Tensor stored;
-      if (!archive.try_read(name, stored, is_buffer)) {
+      torch::Tensor tensor;
+      if (!archive.try_read(stored_name(name), tensor, is_buffer)) {
         throw UserError(path.string() + ": no tensor '" + name + "' (the checkpoint is for a different model?)");
       }
-      if (stored.sizes() != target.sizes()) {
-        throw UserError(path.string() + ": tensor '" + name + "' has shape " + c10::str(stored.sizes()) +
+      if (tensor.sizes() != target.sizes()) {
+        throw UserError(path.string() + ": tensor '" + stored_name(name) + "' has shape " + c10::str(tensor.sizes()) +
                         ", the model expects " + c10::str(target.sizes()));
       }
-      const_cast<torch::Tensor&>(target).copy_(stored);
+      const_cast<torch::Tensor&>(target).copy_(tensor);
     }
   };
-  restore(model.named_parameters(), false);
-  restore(model.named_buffers(), true);
+  restore(parameters, false);
+  restore(buffers, true);
   // Tensors the model lacks: a checkpoint of a larger model (more layers, a bias) would otherwise
   // load, and fail later on the optimizer's state, which names the wrong cause.
   std::set<std::string> expected;
-  for (const auto& [name, tensor] : model.named_parameters()) expected.insert(name);
-  for (const auto& [name, tensor] : model.named_buffers()) expected.insert(name);
+  for (const auto* tensors : {&parameters, &buffers}) {
+    for (const auto& [name, tensor] : *tensors) expected.insert(stored_name(name));
+  }
   for (const std::string& name : archive.keys()) {
     if (!expected.count(name)) throw UserError(path.string() + ": tensor '" + name + "' is not in the model (the checkpoint is for a different model?)");
   }
