@@ -10,6 +10,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -332,24 +333,21 @@ TEST_CASE("checkpoints that do not fit or are damaged get a clear error and stay
   }
 }
 
-// fp16 runs only on a GPU (tests/cuda/fp16_training_test.cpp trains with it); here a checkpoint is
-// given the scaler.json such a run saves, and a resumed run on the CPU must honour it: the steps
-// it says were skipped hold the schedule back, and the state is saved forward.
 TEST_CASE("an MLP's checkpoint loads with model.dropout changed, which numbers its layers apart", "[e2e][checkpoint]") {
   // Dropout changes no tensor, but an MLP with it has a dropout module after each activation: its
   // Linears are layers.0/3/6/9 where without it they are layers.0/2/4/6. Resumed with the setting
-  // the other way round and a learning rate of 0, the first evaluation is the checkpoint's weights'
-  // own: the same loss. The middle layers all have one shape, so a Linear read under another's
-  // name would load and evaluate differently.
+  // the other way round and a learning rate of 0, the resumed run's own evaluation (step 5) is of
+  // the checkpoint's weights: the loss of step 4's. The middle layers all have one shape, so a
+  // Linear read under another's name would load and evaluate differently.
   ScratchDir dir;
   const std::string config = dir.write("run.yaml",
                                        "model: {name: mlp, input_size: 8, hidden_sizes: [16, 16, 16], num_classes: 3}\n"
                                        "data: {kind: synthetic, num_samples: 64, validation_split: 0.25}\n"
                                        "max_steps: 4\nsave_steps: 4\neval_strategy: steps\neval_steps: 4\nper_device_train_batch_size: 8\n");
-  const auto eval_losses = [](const std::string& output_dir) {
-    std::vector<double> found;
+  const auto eval_losses = [](const std::string& output_dir) {  // by step
+    std::map<int64_t, double> found;
     for (const nlohmann::json& record : read_metrics(output_dir)) {
-      if (record.contains("eval_loss")) found.push_back(record["eval_loss"].get<double>());
+      if (record.contains("eval_loss")) found[record["step"].get<int64_t>()] = record["eval_loss"].get<double>();
     }
     return found;
   };
@@ -359,18 +357,28 @@ TEST_CASE("an MLP's checkpoint loads with model.dropout changed, which numbers i
     const CommandResult first = run_trainc("--config " + config + " --model.dropout " + saved_with + " --output-dir " + saved);
     INFO(first.err);
     REQUIRE(first.exit_code == 0);
-    const std::vector<double> expected = eval_losses(saved);
-    REQUIRE(expected.size() == 1);
+    const std::map<int64_t, double> expected = eval_losses(saved);
+    REQUIRE(expected.count(4) == 1);
     const CommandResult second = run_trainc("--config " + config + " --model.dropout " + resumed_with + " --output-dir " + resumed +
                                             " --resume-from-checkpoint " + saved + "/checkpoint-4 --max-steps 5 --eval-steps 1 --learning-rate 0");
     INFO(second.err);
     REQUIRE(second.exit_code == 0);
-    const std::vector<double> got = eval_losses(resumed);
-    REQUIRE(got.size() == 2);  // the checkpoint's record, then step 5's
-    CHECK(got[1] == expected[0]);
+    const std::map<int64_t, double> got = eval_losses(resumed);
+    REQUIRE(got.count(5) == 1);
+    CHECK(got.at(5) == expected.at(4));
   }
+  // A smaller MLP with dropout finds its three Linears' other names (layers.0/2/4) in the
+  // checkpoint of four without: the error names the tensor it read and the model's own.
+  const CommandResult smaller = run_trainc("--config " + config + " --model.dropout 0.1 --model.hidden-sizes 16,16 --output-dir " +
+                                           dir.file("smaller") + " --resume-from-checkpoint " + dir.file("saved-0/checkpoint-4"));
+  CHECK(smaller.exit_code == 2);
+  CHECK_THAT(smaller.err, Contains("model.pt: tensor 'layers.4.weight' (read as the model's 'layers.6.weight': the checkpoint numbers "
+                                   "its layers as the other model.dropout setting does) has shape [16, 16], the model expects [3, 16]"));
 }
 
+// fp16 runs only on a GPU (tests/cuda/fp16_training_test.cpp trains with it); here a checkpoint is
+// given the scaler.json such a run saves, and a resumed run on the CPU must honour it: the steps
+// it says were skipped hold the schedule back, and the state is saved forward.
 TEST_CASE("a checkpoint's scaler.json holds the schedule back by the steps it skipped, and a damaged one is refused", "[e2e][checkpoint]") {
   ScratchDir dir;
   const std::string config = dir.write("run.yaml",

@@ -97,6 +97,32 @@ TEST_CASE("gpt: tied head, causal attention and the parameter count of GPT-2 124
   CHECK(big->parameter_count() == 124439808);  // GPT-2 small with a tied head
 }
 
+TEST_CASE("an MLP's tensors with and without dropout name each other, Linear for Linear", "[unit][model]") {
+  // A dropout module follows each activation only when dropout is positive, so the two settings
+  // number the Linears apart; both list their parameters in the same order, which pairs them.
+  for (const std::vector<int64_t>& hidden : {std::vector<int64_t>{}, {16}, {16, 8}, {16, 16, 16}}) {
+    INFO("hidden_sizes " << c10::IntArrayRef(hidden));
+    ModelConfig config;
+    config.name = "mlp";
+    config.input_size = 8;
+    config.hidden_sizes = hidden;
+    config.num_classes = 3;
+    config.dropout = 0.0;
+    const auto without = make_model(config, {false, {8}}, false);
+    config.dropout = 0.1;
+    const auto with = make_model(config, {false, {8}}, false);
+    const std::vector<NamedTensor> plain = without->named_parameters(), dropped = with->named_parameters();
+    REQUIRE(plain.size() == 2 * (hidden.size() + 1));
+    REQUIRE(dropped.size() == plain.size());
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      CHECK(plain[i].second.sizes() == dropped[i].second.sizes());
+      CHECK(without->alternative_checkpoint_name(plain[i].first) == dropped[i].first);
+      CHECK(with->alternative_checkpoint_name(dropped[i].first) == plain[i].first);
+    }
+    CHECK(with->alternative_checkpoint_name("head.weight") == "head.weight");  // not a layer's: as it is
+  }
+}
+
 TEST_CASE("cross-entropy with label smoothing matches the formula", "[unit][loss]") {
   const torch::Tensor logits = torch::randn({6, 5}, torch::kDouble);
   const torch::Tensor targets = torch::randint(5, {6}, torch::kLong);

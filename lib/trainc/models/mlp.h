@@ -20,10 +20,11 @@ class MlpImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
-// `name` (layers.N.weight or .bias) as an Mlp of `config` with dropout's setting the other way
-// round names it: the k-th Linear is layers.(2k) without dropout and layers.(3k) with it, since
-// a dropout module follows each activation. Checkpoints are keyed by these names, so one saved
-// with the other setting loads under them (Model::alternative_checkpoint_name).
+// `name` (layers.N.weight or .bias) as an Mlp of `config` with dropout switched between 0 and a
+// positive value names it: the k-th Linear is layers.(2k) without dropout and layers.(3k) with it,
+// since a dropout module follows each activation only when dropout is positive. Checkpoints are
+// keyed by these names, so one saved with the other setting loads under them
+// (Model::alternative_checkpoint_name).
 std::string mlp_alternative_checkpoint_name(const ModelConfig& config, const std::string& name);
 
 }  // namespace trainc

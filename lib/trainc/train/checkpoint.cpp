@@ -12,8 +12,8 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <set>
 #include <type_traits>
 
@@ -295,7 +295,14 @@ void load_model_weights(const std::string& checkpoint_dir, Model& model) {
   const std::function<std::string(const std::string&)> alternative = [&model](const std::string& name) {
     return model.alternative_checkpoint_name(name);
   };
-  const auto& stored_name = !holds_all(own) && holds_all(alternative) ? alternative : own;
+  const bool renamed = !holds_all(own) && holds_all(alternative);
+  const auto& stored_name = renamed ? alternative : own;
+  // Under the alternative names, a message names the model's tensor too: the checkpoint's name may
+  // be another module's in the model.
+  const auto described = [&](const std::string& name) {
+    return "'" + stored_name(name) + "'" +
+           (renamed ? " (read as the model's '" + name + "': the checkpoint numbers its layers as the other model.dropout setting does)" : "");
+  };
   auto restore = [&](const std::vector<NamedTensor>& tensors, bool is_buffer) {
     for (const auto& [name, target] : tensors) {
       torch::Tensor tensor;
@@ -303,7 +310,7 @@ void load_model_weights(const std::string& checkpoint_dir, Model& model) {
         throw UserError(path.string() + ": no tensor '" + name + "' (the checkpoint is for a different model?)");
       }
       if (tensor.sizes() != target.sizes()) {
-        throw UserError(path.string() + ": tensor '" + stored_name(name) + "' has shape " + c10::str(tensor.sizes()) +
+        throw UserError(path.string() + ": tensor " + described(name) + " has shape " + c10::str(tensor.sizes()) +
                         ", the model expects " + c10::str(target.sizes()));
       }
       const_cast<torch::Tensor&>(target).copy_(tensor);
@@ -317,8 +324,12 @@ void load_model_weights(const std::string& checkpoint_dir, Model& model) {
   for (const auto* tensors : {&parameters, &buffers}) {
     for (const auto& [name, tensor] : *tensors) expected.insert(stored_name(name));
   }
-  for (const std::string& name : archive.keys()) {
-    if (!expected.count(name)) throw UserError(path.string() + ": tensor '" + name + "' is not in the model (the checkpoint is for a different model?)");
+  for (const std::string& name : keys) {
+    if (!expected.count(name)) {
+      throw UserError(path.string() + ": tensor '" + name + "' is not in the model" +
+                      (renamed ? " as read under the other model.dropout setting's layer numbers" : "") +
+                      " (the checkpoint is for a different model?)");
+    }
   }
 }
 
