@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <limits>
 #include <set>
 #include <type_traits>
@@ -276,54 +275,42 @@ void load_model_weights(const std::string& checkpoint_dir, Model& model) {
   torch::serialize::InputArchive archive;
   load_archive(archive, info, path);
   torch::NoGradGuard no_grad;
-  const std::vector<NamedTensor> parameters = model.named_parameters();
-  const std::vector<NamedTensor> buffers = model.named_buffers();
-  // The names the checkpoint holds the tensors under: the model's own, or, for a checkpoint that
-  // lacks some of them but holds every one of the model's alternative names, those (an MLP saved
-  // with dropout's setting the other way round).
+  // The model's tensors, parameters then buffers, and the names the checkpoint holds them under:
+  // the model's own, or, for a checkpoint that lacks some of them but holds every one of the
+  // model's alternative names, those (an MLP saved with dropout's setting the other way round).
+  std::vector<NamedTensor> tensors = model.named_parameters();
+  const std::size_t parameter_count = tensors.size();
+  for (NamedTensor& buffer : model.named_buffers()) tensors.push_back(std::move(buffer));
+  std::vector<std::string> own, alternative;
+  for (const auto& [name, tensor] : tensors) {
+    own.push_back(name);
+    alternative.push_back(model.alternative_checkpoint_name(name));
+  }
   const std::vector<std::string> keys = archive.keys();
   const std::set<std::string> stored(keys.begin(), keys.end());
-  const auto holds_all = [&](const std::function<std::string(const std::string&)>& stored_name) {
-    for (const auto* tensors : {&parameters, &buffers}) {
-      for (const auto& [name, tensor] : *tensors) {
-        if (!stored.count(stored_name(name))) return false;
-      }
-    }
-    return true;
-  };
-  const std::function<std::string(const std::string&)> own = [](const std::string& name) { return name; };
-  const std::function<std::string(const std::string&)> alternative = [&model](const std::string& name) {
-    return model.alternative_checkpoint_name(name);
+  const auto holds_all = [&stored](const std::vector<std::string>& names) {
+    return std::all_of(names.begin(), names.end(), [&stored](const std::string& name) { return stored.count(name) > 0; });
   };
   const bool renamed = !holds_all(own) && holds_all(alternative);
-  const auto& stored_name = renamed ? alternative : own;
-  // Under the alternative names, a message names the model's tensor too: the checkpoint's name may
-  // be another module's in the model.
-  const auto described = [&](const std::string& name) {
-    return "'" + stored_name(name) + "'" +
-           (renamed ? " (read as the model's '" + name + "': the checkpoint numbers its layers as the other model.dropout setting does)" : "");
-  };
-  auto restore = [&](const std::vector<NamedTensor>& tensors, bool is_buffer) {
-    for (const auto& [name, target] : tensors) {
-      torch::Tensor tensor;
-      if (!archive.try_read(stored_name(name), tensor, is_buffer)) {
-        throw UserError(path.string() + ": no tensor '" + name + "' (the checkpoint is for a different model?)");
-      }
-      if (tensor.sizes() != target.sizes()) {
-        throw UserError(path.string() + ": tensor " + described(name) + " has shape " + c10::str(tensor.sizes()) +
-                        ", the model expects " + c10::str(target.sizes()));
-      }
-      const_cast<torch::Tensor&>(target).copy_(tensor);
+  const std::vector<std::string>& stored_names = renamed ? alternative : own;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, target] = tensors[i];
+    torch::Tensor tensor;
+    if (!archive.try_read(stored_names[i], tensor, /*is_buffer=*/i >= parameter_count)) {
+      throw UserError(path.string() + ": no tensor '" + name + "' (the checkpoint is for a different model?)");
     }
-  };
-  restore(parameters, false);
-  restore(buffers, true);
+    if (tensor.sizes() != target.sizes()) {
+      // Under the alternative names the model's own is named too: the checkpoint's may be another
+      // module's in the model.
+      throw UserError(path.string() + ": tensor '" + stored_names[i] + "'" +
+                      (renamed ? " (read as the model's '" + name + "': the checkpoint numbers its layers as the other model.dropout setting does)" : "") +
+                      " has shape " + c10::str(tensor.sizes()) + ", the model expects " + c10::str(target.sizes()));
+    }
+    const_cast<torch::Tensor&>(target).copy_(tensor);
+  }
   // Tensors the model lacks: a checkpoint of a larger model (more layers, a bias) would otherwise
   // load, and fail later on the optimizer's state, which names the wrong cause.
-  std::set<std::string> expected;
-  for (const auto* tensors : {&parameters, &buffers}) {
-    for (const auto& [name, tensor] : *tensors) expected.insert(stored_name(name));
-  }
+  const std::set<std::string> expected(stored_names.begin(), stored_names.end());
   for (const std::string& name : keys) {
     if (!expected.count(name)) {
       throw UserError(path.string() + ": tensor '" + name + "' is not in the model" +
