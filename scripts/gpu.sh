@@ -29,7 +29,8 @@
 # runs trainc inductor once more per case with TRAINC_PROFILE_KERNELS=1 and prints where its step
 # time goes (each step synchronized: slower, for the breakdown only), then traces steps 11-13 of
 # each backend in TRAINC_GPU_TRACE_BACKENDS (default inductor; without-NAME and env-VAR=VALUE,... as above; TRAINC_PROFILE_TRACE) and prints
-# their kernels' time per step, and profiles the PyTorch loop's kernels the same way (--profile).
+# their kernels' time per step, and profiles the PyTorch loop's kernels the same way (--profile,
+# its trace summed by the same script).
 # TRAINC_GPU_HEAD_CHUNKS=1 also times the head's logits made a chunk of rows at a time
 # (scripts/bench/head_chunks.py) after the tests.
 set -uo pipefail
@@ -128,7 +129,9 @@ peer_run() {  # case, script, peer name, mode; WORLD=N starts N processes with t
   step "$case: $peer $mode x$world"
   local profile="" launch=(python3)
   [[ $peer == pytorch ]] && profile=${PROFILE_FLAG[$case]:-}
-  [[ $peer == pytorch && ${TRAINC_GPU_PROFILE:-0} == 1 ]] && profile="--profile"
+  # profiled calls also save the loop's profiled steps as a trace, summed below as trainc's are
+  local trace="$OUT/traces/$case$ROUND-$peer-$mode.json"
+  [[ $peer == pytorch && ${TRAINC_GPU_PROFILE:-0} == 1 ]] && { profile="--profile --trace $trace"; mkdir -p "$OUT/traces"; }
   [[ $world -gt 1 ]] && launch=(torchrun --standalone --nproc-per-node "$world")
   # shellcheck disable=SC2086
   local start log="$OUT/$case$ROUND-$peer-$mode-x$world.log"
@@ -138,6 +141,7 @@ peer_run() {  # case, script, peer name, mode; WORLD=N starts N processes with t
     python3 -c 'import json,sys; [print(json.dumps({"case": sys.argv[1], **json.loads(l)})) for l in sys.stdin]' "$case$ROUND" \
     >> "$OUT/results.jsonl"
   echo "$case$ROUND|$peer $mode|$start|$(date +%s.%N)" >> "$OUT/run-times.txt"
+  [[ -s $trace ]] && python3 scripts/bench/trace_summary.py "$trace" 5 --top 60 > "$OUT/$case$ROUND-trace-$peer-$mode.txt" 2>&1
 }
 
 # The flags that compile with `$1`: a backend, or a mode of the inductor backend.
@@ -252,7 +256,7 @@ grep -h "compile: autotuned" "$OUT"/*.log 2>/dev/null | cut -c1-300
 [[ -s "$OUT/loss-comparison.txt" ]] && echo "trainc inductor against eager, $(cat "$OUT/loss-comparison.txt")"
 grep -h -A4 "^profile:" "$OUT"/*-pytorch-*.log 2>/dev/null
 for profile in "$OUT"/*-profile.txt; do [[ -s $profile ]] && { echo "trainc inductor profile ($(basename "$profile")):"; cat "$profile"; }; done
-for trace in "$OUT"/*-trace-*.txt; do [[ -s $trace ]] && { echo "trainc trace ($(basename "$trace")):"; cat "$trace"; }; done
+for trace in "$OUT"/*-trace-*.txt; do [[ -s $trace ]] && { echo "trace ($(basename "$trace")):"; cat "$trace"; }; done
 # Each run's GPU clock and power while it trained (the monitor's samples above 250 W inside the run:
 # steps, not start-up or compilation), from the monitor.
 [[ -s "$OUT/run-times.txt" && -s "$OUT/gpu-monitor.csv" ]] && python3 - "$OUT/run-times.txt" "$OUT/gpu-monitor.csv" <<'PY'

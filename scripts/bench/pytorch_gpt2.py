@@ -75,15 +75,18 @@ def add_run_arguments(parser, steps):
     parser.add_argument("--vocab", type=int, default=50257)
 
 
-def profile(step, batch, steps=5):
+def profile(step, batch, steps=5, trace=None):
     """How long the GPU computes per step (the sum of its kernels' durations) and where: the floor a
-    step reaches once launch overhead is gone (CUDA graphs)."""
+    step reaches once launch overhead is gone (CUDA graphs). With trace, also saves the profile as a
+    Chrome trace, which scripts/bench/trace_summary.py reads as it reads trainc's."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as profiler
     with profiler(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step(*batch())
         torch.cuda.synchronize()
+    if trace:
+        prof.export_chrome_trace(trace)
     events = prof.key_averages()
     attribute = "device_time_total" if hasattr(events[0], "device_time_total") else "cuda_time_total"
     kernels = sorted(((getattr(e, attribute), e.count, e.key) for e in events if getattr(e, attribute) > 0), reverse=True)
@@ -97,6 +100,7 @@ def main():
     parser = argparse.ArgumentParser()
     add_run_arguments(parser, steps=40)
     parser.add_argument("--profile", action="store_true", help="then profile 5 steps: GPU kernel time per step, top kernels (stderr)")
+    parser.add_argument("--trace", help="with --profile, also save the 5 profiled steps as a Chrome trace to this file")
     args = parser.parse_args()
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -152,7 +156,7 @@ def main():
         done += count
     median = statistics.median(intervals[1:] if len(intervals) > 1 else intervals)  # steps 12 onwards
     if args.profile:
-        profile(step, batch)
+        profile(step, batch, trace=args.trace)
     final_loss = loss.item()
     if rank == 0:
         print(json.dumps({"peer": "pytorch" if world == 1 else f"pytorch DDP x{world}", "compile": args.compile,
