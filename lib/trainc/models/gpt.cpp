@@ -23,28 +23,39 @@ torch::Tensor GptLayerNormImpl::forward(const torch::Tensor& x) {
   return at::layer_norm(x, {weight_.size(0)}, weight_, bias_, 1e-5);
 }
 
+namespace {
+
+// A layer's x @ weight^T + bias as ATen's linear computes it, which is what Python's nn.Linear
+// runs, not the C++ frontend's F::linear (Linear::forward): over a 3-D input that runs matmul and
+// then `+=` its bias, so under autocast a float32 bias was added into the bf16 product by a kernel
+// of its own, one that mixes dtypes and is not vectorized (docs/benchmarks.md: 6 ms of GPT-2's
+// step). ATen's linear casts the bias with the rest and adds it in the GEMM's epilogue (addmm).
+torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) { return at::linear(x, layer->weight, layer->bias); }
+
+}  // namespace
+
 GptBlockImpl::GptBlockImpl(const ModelConfig& config) : n_head_(config.n_head), dropout_(config.dropout) {
   const int64_t width = config.n_embd;
-  auto linear = [&](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(config.bias)); };
+  auto new_linear = [&](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(config.bias)); };
   ln_1_ = register_module("ln_1", GptLayerNorm(width, config.bias));
-  c_attn_ = register_module("attn_c_attn", linear(width, 3 * width));
-  attn_proj_ = register_module("attn_c_proj", linear(width, width));
+  c_attn_ = register_module("attn_c_attn", new_linear(width, 3 * width));
+  attn_proj_ = register_module("attn_c_proj", new_linear(width, width));
   ln_2_ = register_module("ln_2", GptLayerNorm(width, config.bias));
-  c_fc_ = register_module("mlp_c_fc", linear(width, 4 * width));
-  mlp_proj_ = register_module("mlp_c_proj", linear(4 * width, width));
+  c_fc_ = register_module("mlp_c_fc", new_linear(width, 4 * width));
+  mlp_proj_ = register_module("mlp_c_proj", new_linear(4 * width, width));
   resid_dropout_ = register_module("resid_dropout", torch::nn::Dropout(config.dropout));
 }
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
   const int64_t batch = x.size(0), time = x.size(1), width = x.size(2);
   const auto heads = [&](const torch::Tensor& t) { return t.view({batch, time, n_head_, width / n_head_}).transpose(1, 2); };
-  const std::vector<torch::Tensor> qkv = c_attn_->forward(ln_1_->forward(x)).split(width, 2);
+  const std::vector<torch::Tensor> qkv = linear(c_attn_, ln_1_->forward(x)).split(width, 2);
   const torch::Tensor attended =
       causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), dropout_, is_training());
-  torch::Tensor h = x + resid_dropout_->forward(attn_proj_->forward(attended.transpose(1, 2).contiguous().view({batch, time, width})));
+  torch::Tensor h = x + resid_dropout_->forward(linear(attn_proj_, attended.transpose(1, 2).contiguous().view({batch, time, width})));
   // GPT-2's GELU is the tanh approximation.
-  const torch::Tensor hidden = F::gelu(c_fc_->forward(ln_2_->forward(h)), F::GELUFuncOptions().approximate("tanh"));
-  return h + resid_dropout_->forward(mlp_proj_->forward(hidden));
+  const torch::Tensor hidden = F::gelu(linear(c_fc_, ln_2_->forward(h)), F::GELUFuncOptions().approximate("tanh"));
+  return h + resid_dropout_->forward(linear(mlp_proj_, hidden));
 }
 
 GptImpl::GptImpl(const ModelConfig& config, bool gradient_checkpointing)
