@@ -54,7 +54,10 @@ std::vector<OpRow> rows() {
   };
   std::vector<OpRow> r = {
       {"linear", {"aten::linear"}, [](at::ScalarType d) { return std::vector<at::Tensor>{rn({2, 4, 5}, d), rn({3, 5}, d), rn({3}, d)}; },
-       [](V x) { return F::linear(x[0], x[1], x[2]); }},
+       [](V x) { return at::linear(x[0], x[1], x[2]); }, 1e-5, {}, "matmul_bias"},
+      // The C++ frontend's F::linear over a 3-D input: matmul, then its bias added in place.
+      {"F::linear over a 3-D input", {}, [](at::ScalarType d) { return std::vector<at::Tensor>{rn({2, 4, 5}, d), rn({3, 5}, d), rn({3}, d)}; },
+       [](V x) { return F::linear(x[0], x[1], x[2]); }, 1e-5, {}, "matmul_bias"},
       {"addmm and t", {"aten::addmm", "aten::t"}, [](at::ScalarType d) { return std::vector<at::Tensor>{rn({3}, d), rn({4, 5}, d), rn({3, 5}, d)}; },
        [](V x) { return torch::addmm(x[0], x[1], x[2].t(), 0.5, 2.0); }},
       {"mm", {"aten::mm"}, two({4, 5}, {5, 3}), [](V x) { return torch::mm(x[0], x[1]); }},
@@ -63,8 +66,8 @@ std::vector<OpRow> rows() {
          return std::vector<at::Tensor>{rn({2, 4, 5}, d), rn({5, 3}, d), rn({3}, d)};
        },
        [](V x) { return torch::matmul(torch::matmul(x[0], x[1]), x[2]); }},
-      // A bias added to a 3-D product that nothing else reads (a linear layer as LibTorch 2.x
-      // traces it): one matmul_bias, the bias in the GEMM's epilogue.
+      // A bias added to a 3-D product that nothing else reads (as F::linear adds it): one
+      // matmul_bias, the bias in the GEMM's epilogue.
       {"matmul then a bias add", {}, [](at::ScalarType d) { return std::vector<at::Tensor>{rn({2, 4, 5}, d), rn({5, 3}, d), rn({3}, d)}; },
        [](V x) { return torch::matmul(x[0], x[1]) + x[2]; }, 1e-5, {}, "matmul_bias"},
       {"add, sub, rsub with alpha and broadcasting", {"aten::add", "aten::sub", "aten::rsub"}, two({3, 1}, {4}),

@@ -1,19 +1,20 @@
-// Models, loss, optimizer groups and datasets against eager LibTorch computed another way.
+// Models, loss, optimizer groups and datasets against eager LibTorch computed another way, and
+// the ATen ops a model's forward runs where those decide its speed.
 #include <catch2/catch.hpp>
 
+#include <torch/csrc/jit/ir/ir.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "trainc/data/batch_loader.h"
-#include "trainc/data/dataset.h"
 #include "support/command.h"
 #include "trainc/compat/torch_compat.h"
 #include "trainc/compile/capture/capture.h"
+#include "trainc/data/batch_loader.h"
+#include "trainc/data/dataset.h"
 #include "trainc/models/model.h"
 #include "trainc/models/torchscript_model.h"
 #include "trainc/train/evaluate.h"
@@ -104,20 +105,37 @@ TEST_CASE("gpt: each block's linear layers add their bias inside ATen's linear, 
   // As Python's nn.Linear does. The C++ frontend's F::linear runs matmul and then `+=` its bias over
   // a 3-D input: under autocast a float32 bias added in place into the low-precision product, by a
   // kernel of its own (on a GPU, GPT-2's 48 of them took 6 ms of its eager step).
-  const ModelConfig config = small_gpt(0.0);
-  torch::manual_seed(0);
-  auto model = make_model(config, {true, {config.block_size}}, false);
-  model->set_training(true);
-  const torch::Tensor tokens = torch::randint(config.vocab_size, {2, config.block_size + 1}, torch::kLong);
-  const LossFunction loss_fn = [&](const at::Tensor& inputs, const at::Tensor& targets) {
-    AutocastScope autocast(c10::DeviceType::CPU, true, at::kBFloat16);
-    return cross_entropy_loss(model->forward(inputs), targets, 0.0);
-  };
-  const CapturedStep captured = capture_loss(*model, loss_fn, tokens.slice(1, 0, config.block_size), tokens.slice(1, 1));
-  std::map<std::string, int> counts;
-  for (const torch::jit::Node* node : captured.graph->nodes()) ++counts[node->kind().toQualString()];
-  CHECK(counts["aten::linear"] == 4 * config.n_layer);  // attention's in and out, the MLP's two
-  CHECK(counts["aten::add_"] == 0);
+  for (const bool bias : {true, false}) {
+    INFO("model.bias " << bias);
+    ModelConfig config = small_gpt(0.0);
+    config.bias = bias;
+    torch::manual_seed(0);
+    auto model = make_model(config, {true, {config.block_size}}, false);
+    model->set_training(true);
+    const torch::Tensor tokens = torch::randint(config.vocab_size, {2, config.block_size + 1}, torch::kLong);
+    const LossFunction loss_fn = [&](const at::Tensor& inputs, const at::Tensor& targets) {
+      AutocastScope autocast(c10::DeviceType::CPU, true, at::kBFloat16);
+      return cross_entropy_loss(model->forward(inputs), targets, 0.0);
+    };
+    const CapturedStep captured = capture_loss(*model, loss_fn, tokens.slice(1, 0, config.block_size), tokens.slice(1, 1));
+    int linears = 0, in_place_adds = 0;
+    for (const torch::jit::Node* node : captured.graph->nodes()) {
+      const std::string kind = node->kind().toQualString();
+      if (kind == "aten::add_") ++in_place_adds;
+      if (kind != "aten::linear") continue;
+      ++linears;
+      const c10::TypePtr& bias_type = node->inputs().at(2)->type();
+      if (bias) {
+        const auto tensor = bias_type->cast<c10::TensorType>();
+        REQUIRE(tensor);
+        CHECK(tensor->scalarType() == at::kBFloat16);  // cast by autocast, as the input and weight are
+      } else {
+        CHECK(bias_type->kind() == c10::TypeKind::NoneType);
+      }
+    }
+    CHECK(linears == 4 * config.n_layer);  // attention's in and out, the MLP's two
+    CHECK(in_place_adds == 0);
+  }
 }
 
 TEST_CASE("an MLP's tensors with and without dropout name each other, Linear for Linear", "[unit][model]") {

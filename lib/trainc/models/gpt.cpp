@@ -98,6 +98,8 @@ torch::Tensor GptImpl::forward(const torch::Tensor& tokens) {
     x = recompute ? checkpointed(&block_functions_[i], x) : block_functions_[i](x);
   }
   x = ln_f_->forward(x);
+  // The head has no bias, so F::linear runs only the matmul. Its trace (the weight transposed, then
+  // cast) is the form the compile planner's fused head recognizes (import/composites.cpp).
   return F::linear(x, config_.tie_embeddings ? wte_->weight : lm_head_weight_);
 }
 

@@ -67,9 +67,10 @@ Builder add_sub(Op op, bool reversed) {
     ValueId b = c.operand(arg(n, 1), dtype);
     if (reversed) std::swap(a, b);
     const double alpha = n.inputs().size() > 2 ? c.double_arg(arg(n, 2)) : 1.0;
-    // A bias added to a product nothing else reads (how a linear layer over a 3-D input traces:
-    // matmul, then add) is the GEMM's own bias: one matmul_bias, its bias added in the GEMM's
-    // epilogue (ATen's addmm), instead of a kernel that reads and writes the whole product again.
+    // A bias added to a product nothing else reads (how the C++ frontend's F::linear traces over
+    // a 3-D input: matmul, then add_) is the GEMM's own bias: one matmul_bias, its bias added in
+    // the GEMM's epilogue (ATen's addmm), instead of a kernel that reads and writes the whole
+    // product again.
     // The traced add must read aten::matmul's own output: ops that import as the value they are
     // given (contiguous, to) would hide the product's other readers.
     const ir::Node& product = c.graph().node(a);
