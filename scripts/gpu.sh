@@ -130,7 +130,7 @@ peer_run() {  # case, script, peer name, mode; WORLD=N starts N processes with t
   local profile="" launch=(python3)
   [[ $peer == pytorch ]] && profile=${PROFILE_FLAG[$case]:-}
   # profiled calls also save the loop's profiled steps as a trace, summed below as trainc's are
-  local trace="$OUT/traces/$case$ROUND-$peer-$mode.json"
+  local trace="$OUT/traces/$case$ROUND-$peer-$mode-x$world.json"
   [[ $peer == pytorch && ${TRAINC_GPU_PROFILE:-0} == 1 ]] && { profile="--profile --trace $trace"; mkdir -p "$OUT/traces"; }
   [[ $world -gt 1 ]] && launch=(torchrun --standalone --nproc-per-node "$world")
   # shellcheck disable=SC2086
@@ -141,7 +141,9 @@ peer_run() {  # case, script, peer name, mode; WORLD=N starts N processes with t
     python3 -c 'import json,sys; [print(json.dumps({"case": sys.argv[1], **json.loads(l)})) for l in sys.stdin]' "$case$ROUND" \
     >> "$OUT/results.jsonl"
   echo "$case$ROUND|$peer $mode|$start|$(date +%s.%N)" >> "$OUT/run-times.txt"
-  [[ -s $trace ]] && python3 scripts/bench/trace_summary.py "$trace" 5 --top 60 > "$OUT/$case$ROUND-trace-$peer-$mode.txt" 2>&1
+  if [[ -s $trace ]]; then
+    python3 scripts/bench/trace_summary.py "$trace" 5 --top 60 > "$OUT/$case$ROUND-trace-$peer-$mode-x$world.txt" 2>&1
+  fi
 }
 
 # The flags that compile with `$1`: a backend, or a mode of the inductor backend.

@@ -81,6 +81,8 @@ def profile(step, batch, steps=5, trace=None):
     Chrome trace, which scripts/bench/trace_summary.py reads as it reads trainc's."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as profiler
+    # GPU activity only: with the CPU's ops too, key_averages below would count each launching op's
+    # kernels a second time. trace_summary.py then names no kernel's launcher ("?").
     with profiler(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step(*batch())
@@ -102,6 +104,8 @@ def main():
     parser.add_argument("--profile", action="store_true", help="then profile 5 steps: GPU kernel time per step, top kernels (stderr)")
     parser.add_argument("--trace", help="with --profile, also save the 5 profiled steps as a Chrome trace to this file")
     args = parser.parse_args()
+    if args.trace and not args.profile:
+        parser.error("--trace saves the profiled steps: give --profile too")
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -156,7 +160,7 @@ def main():
         done += count
     median = statistics.median(intervals[1:] if len(intervals) > 1 else intervals)  # steps 12 onwards
     if args.profile:
-        profile(step, batch, trace=args.trace)
+        profile(step, batch, trace=args.trace if rank == 0 else None)  # one file, from one process
     final_loss = loss.item()
     if rank == 0:
         print(json.dumps({"peer": "pytorch" if world == 1 else f"pytorch DDP x{world}", "compile": args.compile,
