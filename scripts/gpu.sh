@@ -14,7 +14,9 @@
 #   ddp    data-parallel scaling (needs 2 GPUs): the gpt2 case on 1 GPU and on 2 (batch 16 x 1024
 #          per GPU), trainc eager and cudagraphs against the PyTorch loop and the same loop under
 #          DistributedDataParallel started by torchrun
-# Each run's figure is the median step time over those intervals after the first one.
+# Each run's figure is the median step time over those intervals after the first one. The small
+# case's PyTorch loop is profiled after it is timed: the table gives its GPU kernels' time a step
+# against its step, which tells a host-bound peer from one at its kernels' time.
 # Runs per case: TRAINC_GPU_BACKENDS (trainc: eager cudagraphs inductor reduce-overhead aot_eager
 # max-autotune max-autotune-no-cudagraphs max-autotune-again, and without-NAME: reduce-overhead with
 # the optimization NAME switched off, TRAINC_DISABLE_OPTIMIZATIONS=NAME (compile/optimizations.h),
@@ -297,6 +299,11 @@ for case in dict.fromkeys(r["case"] for r in rows):
                          for p in peers) if r["peer"] == "trainc" else ""
         print(f"{'':>{len(case) + 2}}{r['peer'] + ' ' + r['compile']:<26}{r['median_step_ms']:>9.2f}{r['tokens_per_second']:>11.0f}"
               f"{(r.get('first_step_s') or nan):>13.1f}{(r.get('peak_memory_gb') or nan):>9.1f}{(r.get('final_loss') or nan):>10.4f}{ratios}")
+    # A profiled peer's GPU kernel time against its step: near 100%, the host cost it nothing and
+    # the ratio compares the two steps' GPU work; well below, the peer waited on its host.
+    for p in (p for p in runs if p.get("gpu_kernels_ms")):
+        print(f"{'':>{len(case) + 2}}{p['peer'] + ' ' + p['compile']}: its GPU kernels {p['gpu_kernels_ms']:.3f} ms a step, "
+              f"{p['gpu_kernels_ms'] / p['median_step_ms']:.0%} of its step")
     if case == "ddp":  # tokens/s on 2 GPUs over the same program's on 1
         speed = {(r["peer"], r["compile"]): r.get("tokens_per_second") or nan for r in runs}
         one = speed.get(("trainc", "eager x1"), nan)

@@ -76,8 +76,8 @@ def add_run_arguments(parser, steps):
 
 
 def profile(step, batch, steps=5, trace=None):
-    """How long the GPU computes per step (the sum of its kernels' durations) and where: the floor a
-    step reaches once launch overhead is gone (CUDA graphs). With trace, also saves the profile as a
+    """How long the GPU computes per step (the sum of its kernels' durations, returned in ms) and
+    where: the floor a step reaches once launch overhead is gone (CUDA graphs). With trace, also saves the profile as a
     Chrome trace, which scripts/bench/trace_summary.py reads as it reads trainc's."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as profiler
@@ -96,6 +96,7 @@ def profile(step, batch, steps=5, trace=None):
     print(f"profile: {total:.3f} ms of GPU kernels per step; largest per step:", file=sys.stderr)
     for time_us, count, name in kernels[:25]:
         print(f"  {time_us / steps / 1000:8.3f} ms  {count // steps:4d}x  {name[:110]}", file=sys.stderr)
+    return total
 
 
 def main():
@@ -159,14 +160,15 @@ def main():
         intervals.append((time.perf_counter() - start) / count)
         done += count
     median = statistics.median(intervals[1:] if len(intervals) > 1 else intervals)  # steps 12 onwards
+    kernels_ms = None  # the GPU's kernel time a step, with --profile: what the step would take with no host time
     if args.profile:
-        profile(step, batch, trace=args.trace if rank == 0 else None)  # one file, from one process
+        kernels_ms = profile(step, batch, trace=args.trace if rank == 0 else None)  # one file, from one process
     final_loss = loss.item()
     if rank == 0:
         print(json.dumps({"peer": "pytorch" if world == 1 else f"pytorch DDP x{world}", "compile": args.compile,
                           "median_step_ms": 1000 * median, "tokens_per_second": world * args.batch * args.block / median,
                           "first_step_s": first_step, "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9,
-                          "final_loss": final_loss}))
+                          "final_loss": final_loss, "gpu_kernels_ms": kernels_ms}))
     if world > 1:
         dist.destroy_process_group()
 
