@@ -75,7 +75,7 @@ TEST_CASE("a cast into bf16 joins the kernel of the value it casts, and of a par
   CHECK(steps_of(h, schedule_kernels(h)) == std::vector<std::string>{"exp", "aten:cast"});
 }
 
-TEST_CASE("a loss's mean over a few thousand rows is one kernel; a whole reduction of a large tensor is not", "[unit][fusion]") {
+TEST_CASE("a loss's mean over a few thousand rows is one kernel, and a whole reduction of a large tensor is not", "[unit][fusion]") {
   //   loss[n] ──mul(mask)──sum──div──> mean     (the rows kept, summed and counted: one block)
   //   mask[n] ─────────────sum──┘
   for (const int64_t n : {int64_t{2048}, int64_t{65536}}) {
