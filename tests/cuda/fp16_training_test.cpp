@@ -1,11 +1,12 @@
 // On a CUDA GPU, through the real binary: fp16 autocast with dynamic loss scaling (train/loss_scaler),
 // which only a GPU runs. A small GPT trained with fp16 against the same run in float32 (TF32 off)
-// and against fp16 compiled by the default backend; its scaler state saved in each checkpoint and
-// restored on resume; and, from a checkpoint whose scale is set far too high, the steps whose
-// gradients overflow skipped, the scale halved at each, and the schedule held on them, as
-// torch.cuda.amp.GradScaler inside Hugging Face's Trainer does. And a scripted model whose
-// gradients are NaN at every scale: the run stops once the scale leaves float32's normal range,
-// before a checkpoint keeps it.
+// and against fp16 compiled by the default backend and in whole-step CUDA graphs (backend
+// cudagraphs, mode reduce-overhead); its scaler state saved in each checkpoint and restored on
+// resume; and, from a checkpoint whose scale is set far too high, the steps whose gradients
+// overflow skipped, the scale halved at each, and the schedule held on them, as
+// torch.cuda.amp.GradScaler inside Hugging Face's Trainer does, with and without CUDA graphs. And a
+// scripted model whose gradients are NaN at every scale: the run stops once the scale leaves
+// float32's normal range, before a checkpoint keeps it, with and without CUDA graphs.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -77,6 +78,13 @@ TEST_CASE("fp16 trains as float32 does, compiled as eager, and resumes with its 
   CHECK_THAT(fp16.out, !Contains("steps skipped"));
   required_run(scratch, "compiled", base + " --fp16 --torch-compile");
   required_run(scratch, "resumed", base + " --fp16 --resume-from-checkpoint " + scratch.file("fp16/checkpoint-12"));
+  // In CUDA graphs: eager's kernels replayed, and the compiled run's programs replayed.
+  for (const char* graphs : {"cudagraphs", "reduce-overhead"}) {
+    const std::string flag = std::string(graphs) == "cudagraphs" ? " --torch-compile-backend cudagraphs" : " --torch-compile-mode reduce-overhead";
+    const TraincRun run = required_run(scratch, graphs, base + " --fp16" + flag);
+    CHECK_THAT(run.out, Contains("whole step as a CUDA graph") && Contains("cuda graph: captured"));
+    CHECK(scaler_state(scratch.file(std::string(graphs) + "/checkpoint-12")) == scaler_state(scratch.file("fp16/checkpoint-12")));
+  }
 
   const std::vector<double> fp16_losses = logged_losses_in(scratch.file("fp16/metrics.jsonl"));
   REQUIRE(fp16_losses.size() == 24);
@@ -89,11 +97,27 @@ TEST_CASE("fp16 trains as float32 does, compiled as eager, and resumes with its 
   const double norms_against_fp32 = largest_relative_difference(fp16_norms, logged_grad_norms(scratch.file("fp32/metrics.jsonl")));
   const double compiled_norms = largest_relative_difference(logged_grad_norms(scratch.file("compiled/metrics.jsonl")), fp16_norms);
   const double resumed = largest_weight_difference(scratch.file("resumed/checkpoint-24/model.pt"), scratch.file("fp16/checkpoint-24/model.pt"));
+  const std::vector<double> compiled_losses = logged_losses_in(scratch.file("compiled/metrics.jsonl"));
+  const double cudagraphs = largest_relative_difference(logged_losses_in(scratch.file("cudagraphs/metrics.jsonl")), fp16_losses);
+  const double reduce_overhead = largest_relative_difference(logged_losses_in(scratch.file("reduce-overhead/metrics.jsonl")), compiled_losses);
+  const double cudagraphs_norms = largest_relative_difference(logged_grad_norms(scratch.file("cudagraphs/metrics.jsonl")), fp16_norms);
+  const double reduce_overhead_norms = largest_relative_difference(logged_grad_norms(scratch.file("reduce-overhead/metrics.jsonl")),
+                                                                   logged_grad_norms(scratch.file("compiled/metrics.jsonl")));
   // On stdout, unwrapped, for the GPU script's summary (ctest --verbose).
   std::cout << "fp16: largest relative difference against float32: losses " << against_fp32 << ", gradient norms " << norms_against_fp32
             << "; compiled against eager: losses " << compiled << ", gradient norms " << compiled_norms
             << " (tolerances 1e-4 and 1e-2); resumed at step 12, its weights against the uninterrupted run's " << resumed
             << " (tolerance 1e-6)" << std::endl;
+  // A graph replays the kernels of the run it is checked against, with the scale read from the
+  // device; the captured update is trainc's AdamW kernel, where the others run ATen's. A scale
+  // applied twice, or not at all, would be 2^16 off.
+  std::cout << "fp16 in CUDA graphs: cudagraphs against eager: losses " << cudagraphs << ", gradient norms " << cudagraphs_norms
+            << "; reduce-overhead against compiled: losses " << reduce_overhead << ", gradient norms " << reduce_overhead_norms
+            << " (tolerances 1e-4, 1e-4, 1e-4 and 1e-2)" << std::endl;
+  CHECK(cudagraphs < 1e-4);
+  CHECK(cudagraphs_norms < 1e-4);
+  CHECK(reduce_overhead < 1e-4);
+  CHECK(reduce_overhead_norms < 1e-2);
   CHECK(against_fp32 < 1e-4);
   CHECK(compiled < 1e-4);
   CHECK(norms_against_fp32 < 1e-2);
@@ -120,6 +144,10 @@ TEST_CASE("fp16 skips the steps whose gradients overflow, halving the scale, and
   manifest["checksums"]["scaler.json"] = trainc::file_checksum(checkpoint + "/scaler.json");
   write_text_file(checkpoint + "/trainc_checkpoint.json", manifest.dump());
   const TraincRun overflow = required_run(scratch, "overflow", base + " --resume-from-checkpoint " + checkpoint);
+  // The same in CUDA graphs: the skipped steps' warm-ups are warmed up again, later ones replayed.
+  const TraincRun overflow_graphs =
+      required_run(scratch, "overflow-graphs", base + " --torch-compile-backend cudagraphs --resume-from-checkpoint " + checkpoint);
+  CHECK_THAT(overflow_graphs.out, Contains("cuda graph: captured"));
 
   const nlohmann::json saved = scaler_state(scratch.file("overflow/checkpoint-24"));
   const int64_t skipped = saved["skipped_steps"].get<int64_t>();
@@ -151,6 +179,18 @@ TEST_CASE("fp16 skips the steps whose gradients overflow, halving the scale, and
   }
   CHECK(skipped_by_now == skipped);
   CHECK(saved["growth_tracker"].get<int64_t>() == 24 - last_skipped_step);  // finite steps since the last halving
+  // In graphs: the same steps skipped, the same scales and rates logged, and eager's losses.
+  CHECK(scaler_state(scratch.file("overflow-graphs/checkpoint-24")) == saved);
+  CHECK_THAT(overflow_graphs.out, Contains("fp16: " + std::to_string(skipped) + " of 24 steps skipped for overflowed gradients"));
+  const std::vector<nlohmann::json> graph_records = step_records(scratch.file("overflow-graphs/metrics.jsonl"));
+  REQUIRE(graph_records.size() == 24);
+  for (std::size_t i = 12; i < 24; ++i) {
+    INFO("step " << i + 1 << ": " << graph_records[i].dump() << " against " << records[i].dump());
+    CHECK(graph_records[i]["loss_scale"] == records[i]["loss_scale"]);
+    CHECK(graph_records[i]["learning_rate"] == records[i]["learning_rate"]);
+    CHECK(graph_records[i]["grad_norm"].is_null() == records[i]["grad_norm"].is_null());
+    CHECK(std::abs(graph_records[i]["loss"].get<double>() - records[i]["loss"].get<double>()) <= 1e-4 * std::abs(records[i]["loss"].get<double>()));
+  }
   // The control: the schedule moves between those steps, so a rate taken from the wrong step differs.
   CHECK(reference[12]["learning_rate"] != reference[12 - skipped]["learning_rate"]);
 }
@@ -180,6 +220,14 @@ TEST_CASE("fp16 stops a run whose gradients no loss scale makes finite, before a
   const nlohmann::json saved = scaler_state(scratch.file("stopped/checkpoint-132"));
   CHECK(saved["scale"].get<double>() == std::ldexp(1.0, 16 - 132));
   CHECK(saved["skipped_steps"].get<int64_t>() == 132);
+
+  // In CUDA graphs, where every step's skipped update leaves its signature warming up again.
+  const TraincRun graphs = run_trainc_in(scratch, "graphs", base + " --torch-compile-backend cudagraphs");
+  INFO(graphs.out);
+  CHECK(graphs.exit_code == 1);
+  CHECK_THAT(graphs.out, Contains("whole step as a CUDA graph"));
+  CHECK_THAT(graphs.out, Contains(stop) && Contains("(143 steps skipped in all)"));
+  CHECK_THAT(graphs.out, Contains("Last good checkpoint: " + scratch.file("graphs/checkpoint-132")));
 
   // Resumed, the scale goes on from the checkpoint's: the run stops at the same step.
   const TraincRun resumed = run_trainc_in(scratch, "resumed", base + " --resume-from-checkpoint " + scratch.file("stopped/checkpoint-132"));

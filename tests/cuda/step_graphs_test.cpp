@@ -14,7 +14,8 @@
 // With an exchange (as data-parallel training's all-reduce) between gradients and update, a step is
 // two graphs with eager work between their replays: here the exchange zeroes the token embedding's
 // gradient in place, which leaves that table to weight decay alone only if it runs at every replay,
-// after the backward and before the update. A step that reads a value on the host cannot be
+// after the backward and before the update. A step whose update the host skips (fp16's overflowed
+// gradients) replays its gradients' graph alone. A step that reads a value on the host cannot be
 // captured: the capture's failure ends the run, naming its cause.
 #include <catch2/catch.hpp>
 
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "support/kernel_cache.h"
 #include "support/numerics.h"
@@ -415,6 +417,51 @@ TEST_CASE("a step with an exchange runs as two CUDA graphs with the exchange bet
   const auto embedding = std::find(eager.names.begin(), eager.names.end(), "wte.weight") - eager.names.begin();
   REQUIRE(embedding < static_cast<std::ptrdiff_t>(eager.names.size()));
   CHECK(normwise_relative_error(eager.weights[embedding], plain.weights[embedding]) > 1e-3);
+}
+
+TEST_CASE("a step whose update the host skips replays its gradients' graph alone, and a skipped warm-up warms up again", "[cuda]") {
+  REQUIRE(torch::cuda::is_available());
+  // fp16's overflowed steps, as the trainer skips them: `skip` runs between the two graphs, sees
+  // the step's gradients, and returns the norm to report for a step whose update must not run.
+  const auto on_gpu = torch::TensorOptions().device(kGpu);
+  torch::Tensor weight = torch::zeros({1}, on_gpu.requires_grad(true));
+  const torch::Tensor updates = torch::zeros({}, on_gpu.dtype(torch::kLong));  // counted by the update itself
+  int step = 0;
+  const std::vector<bool> skipped = {true, false, false, true, false, true, false};  // 0: the first warm-up; 3, 5: replays
+  std::vector<double> gradients_seen;
+  StepPhases phases;
+  phases.gradients = [&](const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>&) {
+    const torch::Tensor loss = (weight * inputs[0].to(torch::kFloat).sum()).sum();
+    loss.backward();
+    return loss.detach().to(torch::kDouble);
+  };
+  phases.update = [&] {
+    updates.add_(1);
+    return torch::ones({}, on_gpu);
+  };
+  phases.skip = [&]() -> std::optional<torch::Tensor> {
+    gradients_seen.push_back(weight.grad().item<double>());
+    if (!skipped[static_cast<std::size_t>(step)]) return std::nullopt;
+    return torch::full({}, 7.0, on_gpu);
+  };
+  std::vector<std::string> events;
+  StepGraphs graphs(
+      kGpu, {weight}, phases, [&](const GraphEvent& event) { events.push_back(event.outcome); },
+      [](const std::string& warning) { FAIL(warning); });
+  std::vector<int64_t> updates_after;
+  std::vector<double> norms;
+  for (step = 0; step < static_cast<int>(skipped.size()); ++step) {
+    // Step s's batch: 4 tokens equal to s + 1, so its gradient is 4 (s + 1).
+    const torch::Tensor inputs = torch::full({4}, step + 1, torch::kLong).to(kGpu);
+    const StepResult result = graphs.run({inputs}, {inputs});
+    norms.push_back(result.grad_norm.item<double>());
+    updates_after.push_back(updates.item<int64_t>());
+  }
+  // Step 0 skipped its warm-up, so step 1 warmed up again and step 2 captured.
+  CHECK(events == (std::vector<std::string>{"warm-up", "captured"}));
+  CHECK(updates_after == (std::vector<int64_t>{0, 1, 2, 2, 3, 3, 4}));
+  CHECK(norms == (std::vector<double>{7, 1, 1, 7, 1, 7, 1}));
+  CHECK(gradients_seen == (std::vector<double>{4, 8, 12, 16, 20, 24, 28}));
 }
 
 TEST_CASE("whole-step CUDA graphs train as eager does, bf16 autocast", "[cuda]") {

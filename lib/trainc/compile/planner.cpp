@@ -193,14 +193,18 @@ double StepCompiler::take_compile_seconds() {
   return seconds;
 }
 
-at::Tensor StepCompiler::run_eagerly(const at::Tensor& inputs, const at::Tensor& targets, double grad_scale) {
+at::Tensor StepCompiler::run_eagerly(const at::Tensor& inputs, const at::Tensor& targets, const GradScale& grad_scale) {
   const at::Tensor loss = loss_fn_(inputs, targets);
   if (!loss.requires_grad()) throw UserError(no_gradient_path_message(model_.describe()));
-  (grad_scale == 1.0 ? loss : loss * grad_scale).backward();
+  if (grad_scale.tensor.defined()) {
+    (loss * grad_scale.tensor).backward();
+  } else {
+    (grad_scale.value == 1.0 ? loss : loss * grad_scale.value).backward();
+  }
   return loss.detach();
 }
 
-at::Tensor StepCompiler::run(const at::Tensor& inputs, const at::Tensor& targets, double grad_scale) {
+at::Tensor StepCompiler::run(const at::Tensor& inputs, const at::Tensor& targets, const GradScale& grad_scale) {
   const std::string signature = input_signature(inputs, targets);
   auto found = steps_.find(signature);
   if (found == steps_.end()) {

@@ -69,14 +69,14 @@ class StepCompiler {
                std::function<void(const std::string&)> warn);
 
   // The micro-batch's loss (detached). Gradients times grad_scale are accumulated into .grad.
-  at::Tensor run(const at::Tensor& inputs, const at::Tensor& targets, double grad_scale);
+  at::Tensor run(const at::Tensor& inputs, const at::Tensor& targets, const GradScale& grad_scale);
 
   // Seconds spent compiling since the last call (the loop keeps them out of step times).
   double take_compile_seconds();
   double total_compile_seconds() const { return total_seconds_; }
 
  private:
-  at::Tensor run_eagerly(const at::Tensor& inputs, const at::Tensor& targets, double grad_scale);
+  at::Tensor run_eagerly(const at::Tensor& inputs, const at::Tensor& targets, const GradScale& grad_scale);
   // After a run that measured or read choices: an "autotuned" event, its seconds counted as compile time.
   void report_tuning(const std::string& signature);
 

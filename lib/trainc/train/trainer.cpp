@@ -96,8 +96,9 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
     // a CUDA graph, which records no collective (they run between its graphs: run_step).
     if (data_parallel_ && !step_graphs_ && i + 1 == inputs.size()) data_parallel_->expect_gradients();
     if (compiler_) {
-      // The compiled backward is seeded with the same factor eager backward() gets.
-      const double seed = (scaler_.enabled() ? scaler_.scale() : 1.0) / count;
+      // The compiled backward is seeded with the same factor eager backward() gets; fp16's read
+      // from the device, where a CUDA graph's replay reads the scale of its own step.
+      const GradScale seed = device_scale_ ? GradScale(device_scale_->seed(static_cast<int64_t>(inputs.size()))) : GradScale(1.0 / count);
       const torch::Tensor micro_loss = compiler_->run(inputs[i], targets[i], seed);
       // One micro-batch: its loss as the program returns it. Dividing by 1 and adding to a zeroed
       // sum change nothing, and in a CUDA graph they were three launches on the step's path.
@@ -107,7 +108,7 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
     }
     const torch::Tensor micro_loss = loss_fn_(inputs[i], targets[i]) / count;
     if (!micro_loss.requires_grad()) throw UserError(no_gradient_path_message(model_->describe()));
-    (scaler_.enabled() ? micro_loss * scaler_.scale() : micro_loss).backward();
+    (device_scale_ ? micro_loss * device_scale_->scale() : micro_loss).backward();
     add(micro_loss.detach());
   }
   return loss;
@@ -124,6 +125,7 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
     targets.push_back(batch.targets);
   }
   const double learning_rate = learning_rate_at(state_.global_step);
+  if (device_scale_) device_scale_->set(scaler_.scale());  // changed by the last step's overflow or growth
   if (step_graphs_) {
     // A write on the device before the replay reads it, or, for a step that starts on the device
     // (which takes its rate from the schedule's table, kept ahead of it here), the host's record only.
@@ -140,14 +142,10 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
   }
   loss = accumulate_gradients(inputs, targets);
   if (data_parallel_) data_parallel_->finish_gradients();  // the means, in .grad
-  if (scaler_.enabled()) {
-    for (torch::Tensor& parameter : parameters_) {
-      if (parameter.grad().defined()) parameter.grad().mul_(1.0 / scaler_.scale());
-    }
-  }
+  // fp16 unscales the gradients and decides on the host whether they overflowed: one sync per
+  // step, as GradScaler. The norm of a skipped step's gradients is still logged.
+  const bool take_step = !device_scale_ || scaler_.update(device_scale_->unscale(parameters_));
   grad_norm = clip_grad_norm(parameters_, args_.max_grad_norm);
-  // fp16 decides on the host whether the gradients overflowed: one sync per step, as GradScaler.
-  const bool take_step = !scaler_.enabled() || scaler_.update(std::isfinite(grad_norm.item<double>()));
   if (take_step) {
     set_learning_rate(*optimizer_, learning_rate);
     optimizer_->step();

@@ -21,6 +21,7 @@
 #include "trainc/distributed/data_parallel.h"
 #include "trainc/distributed/world.h"
 #include "trainc/models/model.h"
+#include "trainc/train/device_loss_scale.h"
 #include "trainc/train/device_step_start.h"
 #include "trainc/train/loss_scaler.h"
 #include "trainc/train/lr_schedule.h"
@@ -58,7 +59,7 @@ class Trainer {
   // times learning_rate (the one rule for each step's rate, its log record and the device's table).
   // The schedule stands still on steps fp16 skipped, as Hugging Face's scheduler does: the steps
   // skipped so far are subtracted, which holds for steps ahead (the device's table) only because
-  // fp16 never runs under CUDA graphs (backends/registry refuses it).
+  // fp16's steps never start on the device (start_compiler).
   double learning_rate_at(int64_t steps_done) const;
   // A 0-dim device tensor's value averaged over the ranks (a collective when data-parallel), on the host.
   double mean_over_ranks(const torch::Tensor& value) const;
@@ -78,6 +79,7 @@ class Trainer {
   torch::Device device_{torch::kCPU};
   Precision precision_;
   LossScaler scaler_{false};
+  std::unique_ptr<DeviceLossScale> device_scale_;  // fp16: the scale the backward and the unscaling read
   DataSplits data_;
   std::unique_ptr<Model> model_;
   std::vector<torch::Tensor> parameters_;

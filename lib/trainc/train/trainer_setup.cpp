@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "trainc/common/error.h"
 #include "trainc/common/format.h"
@@ -38,6 +39,7 @@ void Trainer::setup() {
   if (device_.is_cuda()) c10::impl::getDeviceGuardImpl(device_.type())->setDevice(device_);
   precision_ = resolve_precision(args_, device_);
   scaler_ = LossScaler(args_.fp16);
+  if (args_.fp16) device_scale_ = std::make_unique<DeviceLossScale>(device_);
   // LibTorch counts physical cores for its default thread count, which leaves half of a
   // hyper-threaded or virtual machine idle (1 thread on 2 vCPUs). Unless OMP_NUM_THREADS says
   // otherwise, use every CPU this process may run on.
@@ -147,11 +149,21 @@ void Trainer::start_compiler() {
     phases.gradients = [this](const auto& inputs, const auto& targets) { return accumulate_gradients(inputs, targets); };
     // Data-parallel: the all-reduce runs between the gradients' graph and the update's.
     if (data_parallel_) phases.exchange = [this] { data_parallel_->finish_gradients(); };
+    // fp16: after it, the gradients are unscaled and the host decides whether the update runs, as
+    // run_step decides without graphs. A skipped step logs the norm of its overflowed gradients.
+    if (device_scale_) {
+      phases.skip = [this]() -> std::optional<torch::Tensor> {
+        if (scaler_.update(device_scale_->unscale(parameters_))) return std::nullopt;
+        return clip_grad_norm(parameters_, args_.max_grad_norm);
+      };
+    }
     // Capturable: the step reads the learning rate from a device tensor, written by the step's own
     // start (below) or before the replay.
     phases.update = [this] { return clipped_step(*optimizer_, parameters_, args_.max_grad_norm); };
     auto* on_device = dynamic_cast<DeviceStateOptimizer*>(optimizer_.get());
-    if (on_device != nullptr && optimization_enabled(Optimization::device_step_start)) {
+    // Not under fp16: a step it skips holds the schedule and the step counts, which only the host
+    // learns of, between the two graphs; the host then writes each step's rate before its replay.
+    if (on_device != nullptr && optimization_enabled(Optimization::device_step_start) && !device_scale_) {
       step_start_ = std::make_unique<DeviceStepStart>([this](int64_t step) { return learning_rate_at(step); }, state_.global_step, device_);
       phases.start = [this, on_device](bool captured, const std::vector<torch::Tensor>& stepped) {
         step_start_->start_step(on_device->device_learning_rate(),

@@ -73,11 +73,6 @@ BackendChoice select_backend(const TrainingArguments& args, const std::string& d
   }
   if (choice.whole_step_graph()) {
     const std::string graphs = choice.backend == "cudagraphs" ? "torch_compile_backend: cudagraphs" : "torch_compile_mode: " + choice.mode;
-    const std::string without_graphs = choice.autotunes() ? "max-autotune-no-cudagraphs" : "default";
-    if (args.fp16) {
-      throw UserError("fp16: true with " + graphs + ": fp16's dynamic loss scaling decides on the host at every step whether to skip "
-                      "it, which a replayed CUDA graph cannot do; use bf16: true, or torch_compile_mode: " + without_graphs);
-    }
     if (args.gradient_checkpointing) {
       throw UserError("gradient_checkpointing: true with " + graphs + ": recomputing a checkpointed segment restores the random "
                       "generator's state from the host, which a CUDA graph cannot replay; turn one of them off");

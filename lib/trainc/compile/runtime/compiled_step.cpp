@@ -31,7 +31,7 @@ CompiledStep::CompiledStep(StepPrograms programs, std::vector<int> updated_buffe
   if (!backward_) backward_ = through_aten(programs_.backward);
 }
 
-at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad_scale) const {
+at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, const GradScale& grad_scale) const {
   c10::NoGradGuard no_grad;  // the programs are the autograd: ATen must not record them again
   const at::Device device = tensors.front().device();
   std::vector<at::Tensor> forward = forward_(tensors, device);
@@ -44,7 +44,7 @@ at::Tensor CompiledStep::run(const std::vector<at::Tensor>& tensors, double grad
   for (std::size_t i = static_cast<std::size_t>(programs_.forward_results); i < forward.size(); ++i) {
     backward_inputs.push_back(std::move(forward[i]));
   }
-  const at::Tensor seed_tensor = seed(grad_scale, loss.options());
+  const at::Tensor seed_tensor = grad_scale.tensor.defined() ? grad_scale.tensor.to(loss.options()) : seed(grad_scale.value, loss.options());
   backward_inputs.push_back(seed_tensor);
   const std::vector<at::Tensor> grads = backward_(std::move(backward_inputs), device);
 

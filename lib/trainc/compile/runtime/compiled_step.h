@@ -1,4 +1,4 @@
-// defines: CompiledStep, ProgramRunner
+// defines: GradScale, CompiledStep, ProgramRunner
 //
 // A compiled training step: the forward program, then the backward program, each run by the
 // backend's executor (aot_eager: op by op through ATen; inductor: fused kernels and ATen calls). Its result is the micro-batch's loss; the gradients
@@ -16,6 +16,17 @@
 
 namespace trainc {
 
+// The backward's seed, the factor the gradients are scaled by: a number, or a 0-dim float32
+// tensor on the step's device that the step reads when it runs (fp16's loss scale inside a CUDA
+// graph, where a number would be recorded once and replayed as it was). A tensor is read, never
+// kept: pass one made for the step.
+struct GradScale {
+  GradScale(double scale) : value(scale) {}  // NOLINT(google-explicit-constructor): a plain factor reads as one
+  explicit GradScale(at::Tensor scale) : tensor(std::move(scale)) {}
+  double value = 1.0;
+  at::Tensor tensor;  // when defined, the seed instead of value
+};
+
 // Runs one program: its inputs in order, on `device`; its outputs in order. The runner owns the
 // inputs, so a program can release each one after its last use.
 using ProgramRunner = std::function<std::vector<at::Tensor>(std::vector<at::Tensor>, at::Device)>;
@@ -27,7 +38,7 @@ class CompiledStep {
                ProgramRunner forward = nullptr, ProgramRunner backward = nullptr);
 
   // `tensors`: the step's inputs in capture order (parameters, buffers, inputs, targets).
-  at::Tensor run(const std::vector<at::Tensor>& tensors, double grad_scale) const;
+  at::Tensor run(const std::vector<at::Tensor>& tensors, const GradScale& grad_scale) const;
 
   CompiledStep(const CompiledStep&) = delete;  // the ATen runners refer to programs_
   CompiledStep& operator=(const CompiledStep&) = delete;

@@ -89,10 +89,15 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     entry.graph = std::make_unique<CudaGraph>(device_, high_priority);
     clear_gradients();
     StepResult result;
-    if (phases_.exchange) {
+    if (two_graphs()) {
       entry.update = std::make_unique<CudaGraph>(device_, high_priority);
       entry.graph->run([&] { result.loss = start_and_gradients(inputs, targets); });
-      phases_.exchange();
+      if (phases_.exchange) phases_.exchange();
+      if (std::optional<at::Tensor> skipped_norm = phases_.skip ? phases_.skip() : std::nullopt) {
+        entries_.erase(signature);  // no update ran, so nothing a capture needs was made: warm up again
+        result.grad_norm = *skipped_norm;
+        return result;
+      }
       entry.update->run([&] { result.grad_norm = phases_.update(); });
     } else {
       entry.graph->run([&] {
@@ -194,7 +199,10 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
   }
   entry.graph->replay();
   if (entry.update) {
-    phases_.exchange();
+    if (phases_.exchange) phases_.exchange();
+    if (std::optional<at::Tensor> skipped_norm = phases_.skip ? phases_.skip() : std::nullopt) {
+      return {entry.outputs.loss, *skipped_norm};  // the update's graph not replayed: no parameter changed
+    }
     entry.update->replay();
   }
   // Shadows made after this graph's capture are not written by its update, which has now changed
@@ -215,6 +223,10 @@ StepResult StepGraphs::run_without_graph(const std::vector<at::Tensor>& inputs, 
   StepResult result;
   result.loss = start_and_gradients(inputs, targets);
   if (phases_.exchange) phases_.exchange();
+  if (std::optional<at::Tensor> skipped_norm = phases_.skip ? phases_.skip() : std::nullopt) {
+    result.grad_norm = *skipped_norm;
+    return result;
+  }
   result.grad_norm = phases_.update();
   return result;
 }

@@ -6,7 +6,8 @@
 // A step with an exchange between its gradients and its update (data-parallel training: the
 // gradient all-reduce) is two graphs per signature, and the exchange runs between their replays,
 // outside any graph: the collectives stay ordinary, so a rank that dies is detected as in an
-// eager step, and no collective is recorded under a process group's feet.
+// eager step, and no collective is recorded under a process group's feet. So is a step whose
+// update the host may skip (fp16), which decides between the two replays.
 //
 // Per signature (the micro-batches' shapes, dtypes and device):
 //   first step   a warm-up, run normally on the graph's side stream. A capture records work
@@ -34,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,11 @@ struct StepPhases {
   std::function<at::Tensor(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets)> gradients;
   // Optional: what happens to the gradients between the two (eager work on the current stream).
   std::function<void()> exchange;
+  // Optional, after the exchange: whether this step's update is skipped (fp16's overflowed
+  // gradients, which the host learns of here, between the two graphs). A skipped step's result
+  // carries the norm `skip` returns; nothing, and the update runs. A signature whose warm-up was
+  // skipped warms up again at its next step: the update's warm-up makes what its capture needs.
+  std::function<std::optional<at::Tensor>()> skip;
   // Clipping and the optimizer update: the gradient norm before clipping.
   std::function<at::Tensor()> update;
   // Optional: the loop's bookkeeping of a step, done by the step itself so that a replay needs no
@@ -87,8 +94,8 @@ class StepGraphs {
 
  private:
   struct Entry {
-    std::unique_ptr<CudaGraph> graph;   // the whole step, or its gradients when there is an exchange
-    std::unique_ptr<CudaGraph> update;  // the update, when there is an exchange
+    std::unique_ptr<CudaGraph> graph;   // the whole step, or its gradients when there are two graphs
+    std::unique_ptr<CudaGraph> update;  // the update, when there are two graphs
     bool captured = false;
     bool copies_beside = false;     // input_copies, decided at capture: host batches copied on the copy stream
     int64_t shadow_generation = 0;  // ParameterShadows::generation() at capture
@@ -97,6 +104,8 @@ class StepGraphs {
     std::vector<at::Tensor> stepped;          // the parameters the warm-up gave gradients
     StepResult outputs;                        // buffers the graph writes
   };
+  // A step with an exchange or a skip between its gradients and its update: two graphs.
+  bool two_graphs() const { return static_cast<bool>(phases_.exchange) || static_cast<bool>(phases_.skip); }
   void clear_gradients();
   // Points each parameter's .grad at the tensors this entry's graphs write and read, so that work
   // outside them (the exchange) sees this signature's gradients, not another graph's.
