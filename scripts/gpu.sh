@@ -66,7 +66,7 @@ test_summary="not run (TRAINC_GPU_TESTS=0)"
 if [[ "${TRAINC_GPU_TESTS:-1}" == 1 ]]; then
   step "tests labelled cuda"
   ctest --test-dir build-gpu -L cuda --verbose --timeout 300 > "$OUT/ctest.log" 2>&1  # verbose: the tests' measured differences
-  grep -o "steps started on the device.*\|fp16: largest.*\|fp16 from a loss scale.*\|largest relative loss difference.*\|two NCCL processes (.*\|a killed NCCL rank:.*\|the two-process NCCL test.*\|ATen picks attention.*\|max-autotune chose.*\|head weight gradient alone.*\|attention backend .* cannot run.*\|attention keeps its log-sum-exp.*" \
+  grep -o "steps started on the device.*\|fp16: largest.*\|fp16 in CUDA graphs.*\|fp16 from a loss scale.*\|largest relative loss difference.*\|two NCCL processes (.*\|a killed NCCL rank:.*\|the two-process NCCL test.*\|ATen picks attention.*\|max-autotune chose.*\|head weight gradient alone.*\|attention backend .* cannot run.*\|attention keeps its log-sum-exp.*" \
     "$OUT/ctest.log" > "$OUT/cuda-test-figures.log"
   test_summary=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
 fi

@@ -128,7 +128,7 @@ Trajectory train(const std::string& mode, bool bf16, uint64_t seed, bool with_ex
     torch::Tensor loss = torch::zeros({}, torch::TensorOptions().device(kGpu));
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (compiler) {
-        loss += compiler->run(inputs[i], targets[i], 0.5) / 2;
+        loss += compiler->run(inputs[i], targets[i], GradScale(0.5)) / 2;
         continue;
       }
       const torch::Tensor micro_loss = loss_fn(inputs[i], targets[i]) / 2;

@@ -121,7 +121,7 @@ bool check_model(const ZooCase& c, bool bf16, double tolerance, const std::strin
   StepCompiler compiler(*compiled, loss_of(*compiled, bf16), options, [&](const CompileEvent& e) { events.push_back(e); },
                         [](const std::string& warning) { FAIL(warning); });
   torch::manual_seed(seed + 1);
-  const torch::Tensor loss = compiler.run(inputs, targets, 1.0);
+  const torch::Tensor loss = compiler.run(inputs, targets, GradScale(1.0));
   REQUIRE(events.size() == 1);
   CHECK(events[0].outcome == "compiled");
 
@@ -203,7 +203,7 @@ TEST_CASE("a new input signature compiles again, up to the limit, then runs eage
   options.recompile_limit = 2;
   StepCompiler compiler(*model, loss_of(*model, false), options, [&](const CompileEvent& e) { events.push_back(e); },
                         [&](const std::string& warning) { warnings.push_back(warning); });
-  for (int64_t batch : {8, 8, 5, 8, 3, 3}) compiler.run(torch::randn({batch, 4}), torch::randint(0, 3, {batch}), 1.0);
+  for (int64_t batch : {8, 8, 5, 8, 3, 3}) compiler.run(torch::randn({batch, 4}), torch::randint(0, 3, {batch}), GradScale(1.0));
   REQUIRE(events.size() == 2);
   CHECK(events[0].reason == "first step");
   CHECK_THAT(events[1].reason, Catch::Matchers::Contains("new input signature") && Catch::Matchers::Contains("Float[8, 4]"));

@@ -240,7 +240,7 @@ void check_row(const OpRow& row, at::ScalarType dtype, double tolerance, bool in
     step = std::make_shared<CompiledStep>(partition(joint), imported.updated_buffers, joint.gradient_inputs);
   }
   torch::manual_seed(11);
-  const at::Tensor loss = step->run(compiled, 1.0);
+  const at::Tensor loss = step->run(compiled, GradScale(1.0));
 
   CHECK(relative_error(loss, eager_loss.detach()) <= tolerance);
   for (std::size_t i = 0; i < inputs.size(); ++i) {

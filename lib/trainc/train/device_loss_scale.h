@@ -31,7 +31,7 @@ class DeviceLossScale {
 
  private:
   at::Tensor scale_;
-  at::Tensor inverse_;    // 1 / scale: the scales are powers of two, so dividing and multiplying agree
+  at::Tensor inverse_;    // 1 / scale in float32, which the unscaling multiplies by, as GradScaler's does
   at::Tensor found_inf_;  // 1 once the unscaling met a value that is not finite
   double written_ = 0.0;  // the scale last written to scale_ (0: none yet)
 };

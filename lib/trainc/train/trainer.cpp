@@ -89,6 +89,10 @@ void Trainer::print_header() const {
 
 torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
   const auto count = static_cast<double>(inputs.size());
+  // The compiled backward is seeded with the same factor eager backward() gets; fp16's read from
+  // the device, where a CUDA graph's replay reads the scale of its own step. One for every micro-batch.
+  const GradScale seed = compiler_ && device_scale_ ? GradScale(device_scale_->seed(static_cast<int64_t>(inputs.size())))
+                                                    : GradScale(1.0 / count);
   torch::Tensor loss;  // the sum so far, made by the first micro-batch's loss
   const auto add = [&loss](const torch::Tensor& term) { loss = loss.defined() ? loss + term : term.to(torch::kFloat); };
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -96,9 +100,6 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
     // a CUDA graph, which records no collective (they run between its graphs: run_step).
     if (data_parallel_ && !step_graphs_ && i + 1 == inputs.size()) data_parallel_->expect_gradients();
     if (compiler_) {
-      // The compiled backward is seeded with the same factor eager backward() gets; fp16's read
-      // from the device, where a CUDA graph's replay reads the scale of its own step.
-      const GradScale seed = device_scale_ ? GradScale(device_scale_->seed(static_cast<int64_t>(inputs.size()))) : GradScale(1.0 / count);
       const torch::Tensor micro_loss = compiler_->run(inputs[i], targets[i], seed);
       // One micro-batch: its loss as the program returns it. Dividing by 1 and adding to a zeroed
       // sum change nothing, and in a CUDA graph they were three launches on the step's path.

@@ -19,9 +19,10 @@ namespace trainc {
 // The backward's seed, the factor the gradients are scaled by: a number, or a 0-dim float32
 // tensor on the step's device that the step reads when it runs (fp16's loss scale inside a CUDA
 // graph, where a number would be recorded once and replayed as it was). A tensor is read, never
-// kept: pass one made for the step.
+// kept: pass one made for the step. Both constructors are explicit, so that a host number is
+// always chosen in so many words where a graph might record it.
 struct GradScale {
-  GradScale(double scale) : value(scale) {}  // NOLINT(google-explicit-constructor): a plain factor reads as one
+  explicit GradScale(double scale) : value(scale) {}
   explicit GradScale(at::Tensor scale) : tensor(std::move(scale)) {}
   double value = 1.0;
   at::Tensor tensor;  // when defined, the seed instead of value
