@@ -16,7 +16,7 @@ void DeviceLossScale::set(double scale) {
   written_ = scale;
 }
 
-at::Tensor DeviceLossScale::seed(int64_t count) const { return scale_ / static_cast<double>(count); }
+at::Tensor DeviceLossScale::seed(double count) const { return scale_ / count; }
 
 bool DeviceLossScale::unscale(const std::vector<at::Tensor>& parameters) {
   std::vector<at::Tensor> gradients;

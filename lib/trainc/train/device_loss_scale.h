@@ -24,7 +24,7 @@ class DeviceLossScale {
   // The scale, a 0-dim float32 tensor a backward's loss is multiplied by.
   const at::Tensor& scale() const { return scale_; }
   // A new 0-dim tensor: the scale over `count` micro-batches, one micro-batch's backward seed.
-  at::Tensor seed(int64_t count) const;
+  at::Tensor seed(double count) const;
   // Divides the parameters' defined gradients by the scale, in place. Returns whether every value
   // was finite (a host synchronization).
   bool unscale(const std::vector<at::Tensor>& parameters);

@@ -91,8 +91,7 @@ torch::Tensor Trainer::accumulate_gradients(const std::vector<torch::Tensor>& in
   const auto count = static_cast<double>(inputs.size());
   // The compiled backward is seeded with the same factor eager backward() gets; fp16's read from
   // the device, where a CUDA graph's replay reads the scale of its own step. One for every micro-batch.
-  const GradScale seed = compiler_ && device_scale_ ? GradScale(device_scale_->seed(static_cast<int64_t>(inputs.size())))
-                                                    : GradScale(1.0 / count);
+  const GradScale seed = compiler_ && device_scale_ ? GradScale(device_scale_->seed(count)) : GradScale(1.0 / count);
   torch::Tensor loss;  // the sum so far, made by the first micro-batch's loss
   const auto add = [&loss](const torch::Tensor& term) { loss = loss.defined() ? loss + term : term.to(torch::kFloat); };
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -143,15 +142,18 @@ void Trainer::run_step(std::vector<Batch>& micro_batches, torch::Tensor& loss, t
   }
   loss = accumulate_gradients(inputs, targets);
   if (data_parallel_) data_parallel_->finish_gradients();  // the means, in .grad
-  // fp16 unscales the gradients and decides on the host whether they overflowed: one sync per
-  // step, as GradScaler. The norm of a skipped step's gradients is still logged.
-  const bool take_step = !device_scale_ || scaler_.update(device_scale_->unscale(parameters_));
+  // The norm of a skipped step's gradients is still logged.
+  const bool take_step = update_runs();
   grad_norm = clip_grad_norm(parameters_, args_.max_grad_norm);
   if (take_step) {
     set_learning_rate(*optimizer_, learning_rate);
     optimizer_->step();
   }
   optimizer_->zero_grad();
+}
+
+bool Trainer::update_runs() {
+  return !device_scale_ || scaler_.update(device_scale_->unscale(parameters_));
 }
 
 void Trainer::check_loss_scale() {

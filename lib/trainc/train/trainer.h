@@ -53,6 +53,9 @@ class Trainer {
   // Throws (exit 1) if any step so far had a non-finite loss. A host sync: called at every step on
   // the CPU, and before each log record, evaluation and save on a GPU.
   void check_finite_loss();
+  // Whether the step's update runs, after its gradients (and their exchange): under fp16, the
+  // gradients are unscaled and the scaler decides, as GradScaler does, with one host sync a step.
+  bool update_runs();
   // fp16: stops the run (exit 1) once overflows have exhausted the loss scale (LossScaler::exhausted).
   void check_loss_scale();
   // The learning rate of the step that starts with `steps_done` steps done: the schedule's factor

@@ -153,7 +153,7 @@ void Trainer::start_compiler() {
     // run_step decides without graphs. A skipped step logs the norm of its overflowed gradients.
     if (device_scale_) {
       phases.skip = [this]() -> std::optional<torch::Tensor> {
-        if (scaler_.update(device_scale_->unscale(parameters_))) return std::nullopt;
+        if (update_runs()) return std::nullopt;
         return clip_grad_norm(parameters_, args_.max_grad_norm);
       };
     }

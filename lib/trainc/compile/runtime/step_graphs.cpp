@@ -92,8 +92,7 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
     if (two_graphs()) {
       entry.update = std::make_unique<CudaGraph>(device_, high_priority);
       entry.graph->run([&] { result.loss = start_and_gradients(inputs, targets); });
-      if (phases_.exchange) phases_.exchange();
-      if (std::optional<at::Tensor> skipped_norm = phases_.skip ? phases_.skip() : std::nullopt) {
+      if (std::optional<at::Tensor> skipped_norm = between_graphs()) {
         entries_.erase(signature);  // no update ran, so nothing a capture needs was made: warm up again
         result.grad_norm = *skipped_norm;
         return result;
@@ -199,8 +198,7 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
   }
   entry.graph->replay();
   if (entry.update) {
-    if (phases_.exchange) phases_.exchange();
-    if (std::optional<at::Tensor> skipped_norm = phases_.skip ? phases_.skip() : std::nullopt) {
+    if (std::optional<at::Tensor> skipped_norm = between_graphs()) {
       return {entry.outputs.loss, *skipped_norm};  // the update's graph not replayed: no parameter changed
     }
     entry.update->replay();
@@ -209,6 +207,11 @@ StepResult StepGraphs::run(const std::vector<at::Tensor>& batch_inputs, const st
   // their parameters without a version the host sees: all are cast again before they are read.
   if (entry.shadow_generation != shadows.generation()) shadows.mark_all_stale();
   return entry.outputs;
+}
+
+std::optional<at::Tensor> StepGraphs::between_graphs() {
+  if (phases_.exchange) phases_.exchange();
+  return phases_.skip ? phases_.skip() : std::nullopt;
 }
 
 at::Tensor StepGraphs::start_and_gradients(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets) {
@@ -222,8 +225,7 @@ StepResult StepGraphs::run_without_graph(const std::vector<at::Tensor>& inputs, 
   clear_gradients();
   StepResult result;
   result.loss = start_and_gradients(inputs, targets);
-  if (phases_.exchange) phases_.exchange();
-  if (std::optional<at::Tensor> skipped_norm = phases_.skip ? phases_.skip() : std::nullopt) {
+  if (std::optional<at::Tensor> skipped_norm = between_graphs()) {
     result.grad_norm = *skipped_norm;
     return result;
   }

@@ -111,6 +111,9 @@ class StepGraphs {
   // outside them (the exchange) sees this signature's gradients, not another graph's.
   void use_gradients(const Entry& entry);
   StepResult run_without_graph(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets);
+  // What runs between the gradients and the update, outside any graph: the exchange, then the
+  // skip's decision. The norm to report for a step whose update is skipped, or nothing.
+  std::optional<at::Tensor> between_graphs();
   // The gradients phase between the step's start and its loss's tracking, outside a capture.
   at::Tensor start_and_gradients(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& targets);
 
